@@ -1,0 +1,399 @@
+"""The MuJoCo task env base of the soft suite: physics, control, sensing, evaluator state.
+
+``SoftTaskEnv`` owns one compiled scene (table, floating parallel-jaw hand, one soft object or its
+rigid twin) and steps it at 20 Hz with 25 physics substeps of 2 ms. Subclasses (one task per file in
+``simroll.envs.soft``) only randomise their task and say what success is (``evaluate``).
+
+Action (``Box(-1, 1, (5,))``): Cartesian delta of the hand target ``[dx, dy, dz, dyaw]`` scaled by
+``MAX_STEP`` (1.2 cm and 0.15 rad per control step), then the gripper command. With
+``gripper_mode="continuous"`` it maps linearly from fully open (-1) to fully closed (+1); with
+``"binary"`` any value > 0 closes fully and <= 0 opens. NaN, infinite, wrongly shaped or
+out-of-range actions raise ``InvalidActionError``.
+
+Observation (``Dict``): ``pixels`` (``scene`` and ``wrist`` RGB, ``image_size`` square, only in
+``obs_mode="full"``), ``tactile`` (``force``: per-finger normal-force taxel image; ``markers``:
+per-finger gel-marker displacement field, see ``sensing``), ``agent_pos`` (hand x, y, z, yaw,
+their velocities, jaw opening and its velocity: 10 floats), ``environment_state`` (only in
+``obs_mode="state"``: object centre and yaw, goal position) and ``task_description``.
+
+Evaluator-only state is in ``info["eval"]``, never in the observation: the normalized deformation
+of this step and its running peak (``simroll.envs.deformation``), the object's calibrated
+tolerance, the net contact force on each finger. ``info["is_success"]`` follows Gymnasium.
+A simulation that produces NaN/inf state or MuJoCo instability warnings ends the episode with
+``info["termination_reason"] = "diverged"`` instead of raising.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import string
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+from gymnasium import spaces
+
+from simroll.assets import get_object
+from simroll.envs.deformation import aligned_rms_deformation
+from simroll.envs.scene import FINGER_TRAVEL, OPEN_HALF_WIDTH, compile_model, scene_ids
+from simroll.envs.sensing import CameraRig, TactileSensor
+from simroll.envs.variations import PhysicsSnapshot, Variation, resolve_variation
+
+CONTROL_HZ = 20
+SUBSTEPS = 25  # 2 ms physics steps per 50 ms control step
+MAX_STEP = np.array([0.012, 0.012, 0.012, 0.15])
+HOLD_STEPS = 8  # success must hold this many consecutive control steps
+SETTLE_STEPS = 150  # physics steps after placing the object, before the episode starts
+OBS_MODES = ("full", "state")
+GRIPPER_MODES = ("continuous", "binary")
+TEXT_CHARSET = string.ascii_letters + string.digits + " ,.'-_"
+
+
+class InvalidActionError(ValueError):
+    """An action is NaN/inf, has the wrong shape, or is outside the action space."""
+
+
+class SoftTaskEnv(gym.Env):
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": CONTROL_HZ}
+    task_name: ClassVar[str] = "SoftTask"
+    instruction: ClassVar[str] = "manipulate the {object}"
+
+    def __init__(
+        self,
+        object: str = "sponge",
+        rigid_twin: bool = False,
+        obs_mode: str = "full",
+        image_size: int = 96,
+        gripper_mode: str = "continuous",
+        variation: str | Variation | dict | None = None,
+        render_mode: str | None = None,
+        render_size: tuple[int, int] = (240, 320),
+        tactile_shape: tuple[int, int] = (16, 12),
+        tolerance: float | None = None,
+    ):
+        if obs_mode not in OBS_MODES:
+            raise ValueError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
+        if gripper_mode not in GRIPPER_MODES:
+            raise ValueError(f"gripper_mode must be one of {GRIPPER_MODES}, got {gripper_mode!r}")
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+        if not (isinstance(image_size, int) and 16 <= image_size <= 1024):
+            raise ValueError(f"image_size must be an int in [16, 1024], got {image_size!r}")
+        self.object_asset = get_object(object)  # raises on unknown names
+        self.object_name = object
+        self.rigid_twin = bool(rigid_twin)
+        self.obs_mode, self.gripper_mode, self.render_mode = obs_mode, gripper_mode, render_mode
+        self.image_size, self.render_size, self.tactile_shape = (
+            image_size,
+            render_size,
+            tactile_shape,
+        )
+        if tolerance is None:
+            self.tolerance = self.object_asset.calibration().tolerance
+        elif isinstance(tolerance, int | float) and tolerance > 0:
+            self.tolerance = float(tolerance)  # an explicit override (sweeps, calibration runs)
+        else:
+            raise ValueError(f"tolerance must be a number > 0 or None, got {tolerance!r}")
+        self.default_variation = resolve_variation(variation)
+        self.variation = self.default_variation
+        self._load_model(self.variation.young_scale)
+
+        self.action_space = spaces.Box(-1.0, 1.0, shape=(5,), dtype=np.float32)
+        rows, cols = tactile_shape
+        obs = {
+            "tactile": spaces.Dict(
+                {
+                    "force": spaces.Box(0.0, np.inf, (2, rows, cols), np.float32),
+                    "markers": spaces.Box(-np.inf, np.inf, (2, 99, 2), np.float32),
+                }
+            ),
+            "agent_pos": spaces.Box(-np.inf, np.inf, (10,), np.float32),
+            "task_description": spaces.Text(max_length=200, charset=TEXT_CHARSET),
+        }
+        if obs_mode == "full":
+            size = (image_size, image_size, 3)
+            obs["pixels"] = spaces.Dict(
+                {
+                    "scene": spaces.Box(0, 255, size, np.uint8),
+                    "wrist": spaces.Box(0, 255, size, np.uint8),
+                }
+            )
+        else:
+            obs["environment_state"] = spaces.Box(-np.inf, np.inf, (7,), np.float32)
+        self.observation_space = spaces.Dict(obs)
+
+    # ----------------------------------------------------------------- model and state
+    def _load_model(self, young_scale: float) -> None:
+        shared = compile_model(self.object_name, self.rigid_twin, float(young_scale))
+        self.model = copy.deepcopy(shared)  # private: variations write into model fields
+        self.data = mujoco.MjData(self.model)
+        self.ids = scene_ids(self.model)
+        self.loaded_young_scale = young_scale
+        self.snapshot = PhysicsSnapshot(self.model)
+        if self.ids.flex >= 0:
+            start = self.model.flex_vertadr[self.ids.flex]
+            self._vert_slice = slice(start, start + self.model.flex_vertnum[self.ids.flex])
+            self._object_bodies = self.model.flex_vertbodyid[self._vert_slice].copy()
+            self._rest_vertices = self.model.body_pos[self._object_bodies].copy()
+            self._contact_geoms = self.ids.pad_geoms.copy()
+        else:
+            self._object_bodies = np.array([self.ids.object_body])
+            half = self.model.geom_aabb[self.ids.object_geom][3:]
+            corners = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)])
+            self._twin_corners = corners * half + self.model.geom_aabb[self.ids.object_geom][:3]
+            self._contact_geoms = np.concatenate([self.ids.pad_geoms, [self.ids.object_geom]])
+        self.tactile = TactileSensor(
+            self.model, self.ids.pad_geoms, self.ids.object_geom, self.ids.flex, *self.tactile_shape
+        )
+        self._scene_camera = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_CAMERA, "scene")
+        self._cameras: CameraRig | None = None
+        self._render_rig: CameraRig | None = None
+
+    def object_points(self) -> np.ndarray:
+        """World positions of the object's points (flex vertices or twin box corners)."""
+        if self.ids.flex >= 0:
+            return self.data.flexvert_xpos[self._vert_slice].copy()
+        body = self.ids.object_body
+        return self.data.xpos[body] + self._twin_corners @ self.data.xmat[body].reshape(3, 3).T
+
+    def object_center(self) -> np.ndarray:
+        if self.ids.flex >= 0:
+            return self.data.flexvert_xpos[self._vert_slice].mean(axis=0)
+        return self.data.xpos[self.ids.object_body].copy()
+
+    def object_yaw(self) -> float:
+        """Yaw of the object's first principal horizontal axis relative to its rest pose."""
+        if self.ids.flex >= 0:
+            points = self.data.flexvert_xpos[self._vert_slice]
+            rest = self._rest_vertices
+            a = points[:, :2] - points[:, :2].mean(axis=0)
+            b = rest[:, :2] - rest[:, :2].mean(axis=0)
+            return float(math.atan2((b[:, 0] * a[:, 1] - b[:, 1] * a[:, 0]).sum(), (b * a).sum()))
+        mat = self.data.xmat[self.ids.object_body].reshape(3, 3)
+        return float(math.atan2(mat[1, 0], mat[0, 0]))
+
+    def object_half_extents(self) -> np.ndarray:
+        """Half extents of the object's rest shape (x, y, z) in its own frame."""
+        if self.ids.flex >= 0:
+            rest = self._rest_vertices
+            return (rest.max(axis=0) - rest.min(axis=0)) / 2
+        return self.model.geom_aabb[self.ids.object_geom][3:].copy()
+
+    def hand_target(self) -> np.ndarray:
+        return self._target.copy()
+
+    def hand_pose(self) -> np.ndarray:
+        """True hand x, y, z (pad centre, world) and yaw."""
+        q = self.data.qpos[self.ids.hand_joints].copy()
+        q[2] += self.ids.hand_base_z
+        return q
+
+    def jaw_opening(self) -> float:
+        """Distance between the pads' inner faces (m)."""
+        travel = self.data.qpos[self.ids.finger_qpos].sum()
+        return float(2 * OPEN_HALF_WIDTH - travel)
+
+    @property
+    def task_description(self) -> str:
+        return self.instruction.format(object=self.object_name.replace("_", " "))
+
+    # ----------------------------------------------------------------- episode
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        options = options or {}
+        unknown = set(options) - {"variation"}
+        if unknown:
+            raise ValueError(f"unknown reset options {sorted(unknown)}; expected 'variation'")
+        self.variation = resolve_variation(options.get("variation", self.default_variation))
+        if self.variation.young_scale != self.loaded_young_scale:
+            self.close()
+            self._load_model(self.variation.young_scale)
+        self.snapshot.apply(
+            self.model, self.variation, self._object_bodies, self._contact_geoms, self._scene_camera
+        )
+        model, data = self.model, self.data
+        mujoco.mj_resetData(model, data)
+        rng = self.np_random
+        hand = np.array(
+            [rng.uniform(-0.02, 0.02), rng.uniform(-0.02, 0.02), rng.uniform(-0.03, 0.0), 0.0]
+        )
+        data.qpos[self.ids.hand_joints] = hand
+        self._target = hand.copy()
+        self._gripper_target = 0.0
+        self._place_object(
+            rng.uniform(-0.03, 0.03),
+            rng.uniform(-0.03, 0.03),
+            rng.uniform(-0.35, 0.35) if self._yaw_matters() else 0.0,
+        )
+        self._randomize_task(rng)
+        self._apply_controls()
+        mujoco.mj_forward(model, data)
+        for _ in range(SETTLE_STEPS):
+            mujoco.mj_step(model, data)
+        self._reference_points = self.object_points()
+        self.rest_center = self.object_center()
+        self._peak_deformation = 0.0
+        self._hold = 0
+        self._elapsed_steps = 0
+        self._diverged = False
+        info = self._info(self._step_eval(), termination_reason=None)
+        return self._observation(), info
+
+    def _yaw_matters(self) -> bool:
+        extents = self.object_half_extents()
+        return abs(extents[0] - extents[1]) > 1e-6 or self.object_asset.name in ("sponge", "tofu")
+
+    def _place_object(self, dx: float, dy: float, yaw: float) -> None:
+        c, s = math.cos(yaw), math.sin(yaw)
+        rotation = np.array([[c, -s, 0], [s, c, 0], [0, 0, 1]])
+        if self.ids.flex >= 0:
+            rest = self._rest_vertices
+            placed = rest @ rotation.T + np.array([dx, dy, 0.0])
+            self.data.qpos[self.ids.object_qpos] = (placed - rest).ravel()
+        else:
+            qpos = self.data.qpos[self.ids.object_qpos]
+            qpos[:3] = self.model.body_pos[self.ids.object_body] + np.array([dx, dy, 0.0])
+            qpos[3:] = [math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)]
+            self.data.qpos[self.ids.object_qpos] = qpos
+
+    def _randomize_task(self, rng: np.random.Generator) -> None:
+        """Task-specific randomisation (goal positions); called after the object is placed."""
+
+    def evaluate(self) -> dict[str, Any]:
+        """Task success of the current state (before the hold requirement): subclasses override."""
+        raise NotImplementedError
+
+    def goal_position(self) -> np.ndarray:
+        return self.data.site_xpos[self.ids.target_site].copy()
+
+    def _check_action(self, action) -> np.ndarray:
+        array = np.asarray(action, dtype=np.float64)
+        if array.shape != (5,):
+            raise InvalidActionError(f"action must have shape (5,), got {array.shape}")
+        if not np.all(np.isfinite(array)):
+            raise InvalidActionError(f"action must be finite, got {array.tolist()}")
+        if np.any(np.abs(array) > 1.0 + 1e-6):
+            raise InvalidActionError(
+                f"action must lie in [-1, 1] per dimension, got {np.round(array, 4).tolist()}"
+            )
+        return np.clip(array, -1.0, 1.0)
+
+    def _apply_controls(self) -> None:
+        bias = np.asarray(self.variation.actuation_bias)
+        self.data.ctrl[:4] = self._target + bias
+        self.data.ctrl[4] = self._gripper_target
+
+    def step(self, action):
+        action = self._check_action(action)
+        low = self.model.actuator_ctrlrange[:4, 0]
+        high = self.model.actuator_ctrlrange[:4, 1]
+        self._target = np.clip(self._target + action[:4] * MAX_STEP, low, high)
+        if self.gripper_mode == "binary":
+            closed = 1.0 if action[4] > 0 else 0.0
+        else:
+            closed = (action[4] + 1.0) / 2.0
+        self._gripper_target = closed * FINGER_TRAVEL
+        self._apply_controls()
+        reason = None
+        try:
+            for _ in range(SUBSTEPS):
+                mujoco.mj_step(self.model, self.data)
+        except mujoco.FatalError as exc:  # pragma: no cover - MuJoCo errors out on some blowups
+            reason = f"diverged: {exc}"
+        if reason is None and self._unstable():
+            reason = "diverged"
+        self._elapsed_steps += 1
+        if reason is not None:
+            self._diverged = True
+            mujoco.mj_resetData(self.model, self.data)  # keep obs finite; episode is over
+            mujoco.mj_forward(self.model, self.data)
+            info = self._info({"success": False}, termination_reason=reason)
+            info["eval"]["peak_deformation"] = math.inf
+            return self._observation(), 0.0, True, False, info
+        evaluation = self._step_eval()
+        self._hold = self._hold + 1 if evaluation["success"] else 0
+        success = self._hold >= HOLD_STEPS
+        reason = "success" if success else None
+        if reason is None and self.object_center()[2] < -0.05:
+            reason = "object_off_table"
+        info = self._info(evaluation, termination_reason=reason)
+        reward = float(success)
+        return self._observation(), reward, reason is not None, False, info
+
+    def _unstable(self) -> bool:
+        data = self.data
+        if not (np.all(np.isfinite(data.qpos)) and np.all(np.isfinite(data.qvel))):
+            return True
+        if data.warning[mujoco.mjtWarning.mjWARN_BADQACC].number > 0:
+            return True
+        return bool(np.abs(data.qvel).max() > 50.0)
+
+    def _step_eval(self) -> dict[str, Any]:
+        self._tactile_reading = self.tactile.read(self.data)
+        deformation = aligned_rms_deformation(self.object_points(), self._reference_points)
+        self._deformation = deformation
+        self._peak_deformation = max(self._peak_deformation, deformation)
+        return self.evaluate()
+
+    def _info(self, evaluation: dict[str, Any], termination_reason: str | None) -> dict[str, Any]:
+        success = self._hold >= HOLD_STEPS
+        reading = self._tactile_reading if not self._diverged else None
+        return {
+            "is_success": bool(success),
+            "termination_reason": termination_reason,
+            "eval": {
+                "deformation": float(getattr(self, "_deformation", 0.0)),
+                "peak_deformation": float(self._peak_deformation),
+                "tolerance": float(self.tolerance),
+                "contact_force": (
+                    reading.net_force.copy() if reading is not None else np.zeros((2, 3))
+                ),
+                "object_center": self.object_center(),
+                "task_success_now": bool(evaluation.get("success", False)),
+                "hold_steps": int(self._hold),
+            },
+        }
+
+    def _observation(self) -> dict[str, Any]:
+        data = self.data
+        hand = data.qpos[self.ids.hand_joints] + np.asarray(self.variation.encoder_offset)
+        hand_velocity = data.qvel[self.ids.hand_dofs]
+        finger_velocity = -2 * data.qvel[self.ids.finger_dof].mean()
+        agent = np.concatenate([hand, hand_velocity, [self.jaw_opening(), finger_velocity]])
+        agent[2] += self.ids.hand_base_z
+        reading = getattr(self, "_tactile_reading", None)
+        if reading is None or self._diverged:
+            reading = self.tactile.read(data)
+        obs = {
+            "tactile": {"force": reading.force, "markers": reading.markers},
+            "agent_pos": agent.astype(np.float32),
+            "task_description": self.task_description,
+        }
+        if self.obs_mode == "full":
+            if self._cameras is None:
+                self._cameras = CameraRig(
+                    self.model, ("scene", "wrist"), self.image_size, self.image_size
+                )
+            obs["pixels"] = self._cameras.render(data)
+        else:
+            state = np.concatenate(
+                [self.object_center(), [self.object_yaw()], self.goal_position()]
+            )
+            obs["environment_state"] = state.astype(np.float32)
+        return obs
+
+    def render(self):
+        if self.render_mode != "rgb_array":
+            return None
+        if self._render_rig is None:
+            height, width = self.render_size
+            self._render_rig = CameraRig(self.model, ("scene",), height, width)
+        return self._render_rig.render(self.data)["scene"]
+
+    def close(self) -> None:
+        for rig in (self._cameras, self._render_rig):
+            if rig is not None:
+                rig.close()
+        self._cameras = self._render_rig = None

@@ -1,0 +1,29 @@
+"""Normalized deformation of an object, from its simulated points against its rest shape.
+
+Definition (after SoftVTBench's ``fem_rms_rigid_aligned_bbox_pct_v1``): centre the current and
+the reference point sets, remove the best rotation with a proper Kabsch/SVD alignment (no
+reflection), and report ``100 * RMS(aligned residual) / reference bounding-box diagonal``, in
+percent. Rigid motion gives exactly the numerical noise floor; for the soft objects the points are
+the flex vertices, for rigid twins the eight corners of the body's bounding box moved with the body
+(so a twin's deformation is zero up to rounding). The reference is the shape right after reset.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def aligned_rms_deformation(points: np.ndarray, reference: np.ndarray) -> float:
+    """Percent RMS residual after optimal rigid alignment of ``points`` onto ``reference``."""
+    if points.shape != reference.shape or points.ndim != 2 or points.shape[1] != 3:
+        raise ValueError(
+            f"expected two (n, 3) arrays of equal shape, got {points.shape}, {reference.shape}"
+        )
+    current = points - points.mean(axis=0)
+    rest = reference - reference.mean(axis=0)
+    u, _, vt = np.linalg.svd(rest.T @ current)
+    sign = np.sign(np.linalg.det(vt.T @ u.T)) or 1.0
+    rotation = vt.T @ np.diag([1.0, 1.0, sign]) @ u.T
+    residual = current - rest @ rotation.T
+    diagonal = float(np.linalg.norm(reference.max(axis=0) - reference.min(axis=0)))
+    return float(100.0 * np.sqrt((residual**2).sum(axis=1).mean()) / diagonal)

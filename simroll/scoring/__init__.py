@@ -1,0 +1,1 @@
+"""Scoring: success rates, deformation-aware success, confidence intervals, reports."""
