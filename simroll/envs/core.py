@@ -49,6 +49,12 @@ SETTLE_STEPS = 150  # physics steps after placing the object, before the episode
 OBS_MODES = ("full", "state")
 GRIPPER_MODES = ("continuous", "binary")
 TEXT_CHARSET = string.ascii_letters + string.digits + " ,.'-_"
+UNSTABLE_WARNINGS = (
+    mujoco.mjtWarning.mjWARN_BADQACC,
+    mujoco.mjtWarning.mjWARN_BADQPOS,
+    mujoco.mjtWarning.mjWARN_BADQVEL,
+    mujoco.mjtWarning.mjWARN_INERTIA,
+)
 
 
 class InvalidActionError(ValueError):
@@ -326,8 +332,11 @@ class SoftTaskEnv(gym.Env):
         data = self.data
         if not (np.all(np.isfinite(data.qpos)) and np.all(np.isfinite(data.qvel))):
             return True
-        if data.warning[mujoco.mjtWarning.mjWARN_BADQACC].number > 0:
-            return True
+        # MuJoCo resets the state itself on these, or (INERTIA) keeps stepping with garbage
+        # accelerations; none occur in normal episodes.
+        for warning in UNSTABLE_WARNINGS:
+            if data.warning[warning].number > 0:
+                return True
         return bool(np.abs(data.qvel).max() > 50.0)
 
     def _step_eval(self) -> dict[str, Any]:

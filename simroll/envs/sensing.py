@@ -116,17 +116,18 @@ class TactileSensor:
 
 
 def tactile_to_rgb(
-    reading_force: np.ndarray, markers: np.ndarray, scale_newton: float = 1.0, size: int = 64
+    reading_force: np.ndarray, scale_newton: float = 0.15, size: int = 64
 ) -> np.ndarray:
-    """Render both fingers' pressure maps side by side as a uint8 RGB image (for videos)."""
+    """Both fingers' pressure maps side by side as a uint8 RGB image (dark = no contact, bright
+    orange = ``scale_newton`` per taxel or more), for videos and datasets."""
+    low, high = np.array([25.0, 25.0, 35.0]), np.array([255.0, 170.0, 40.0])
     panels = []
     for finger in range(reading_force.shape[0]):
         pressure = np.clip(reading_force[finger] / scale_newton, 0.0, 1.0)
         rows, cols = pressure.shape
         reps = max(1, size // rows)
-        big = np.kron(pressure, np.ones((reps, reps)))
-        rgb = np.stack([big, 0.3 * big, 1.0 - big], axis=-1)
-        panels.append((rgb * 255).astype(np.uint8))
+        big = np.kron(pressure, np.ones((reps, reps)))[..., None]
+        panels.append((low + (high - low) * np.sqrt(big)).astype(np.uint8))
         panels.append(np.full((big.shape[0], 2, 3), 255, dtype=np.uint8))
     return np.concatenate(panels[:-1], axis=1)
 

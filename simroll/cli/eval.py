@@ -1,0 +1,126 @@
+"""``simroll eval``: evaluate a policy in closed loop and write records, a report and videos.
+
+Validates the whole config before any episode runs (unknown tasks, objects, variations, backends
+or bad counts fail naming the value and the valid choices), builds the episode specs, runs them
+through the chosen backend into ``output_dir`` (resumable), prints the TSR/DSR table and writes
+``summary.json``, ``summary.md``, ``tolerance_curve.png`` and ``videos/*.mp4``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import hydra  # noqa: E402
+from hydra.core.hydra_config import HydraConfig  # noqa: E402
+from hydra.utils import instantiate  # noqa: E402
+from omegaconf import DictConfig, OmegaConf  # noqa: E402
+
+from simroll.assets import list_objects  # noqa: E402
+from simroll.envs.soft import TASKS  # noqa: E402
+from simroll.envs.variations import VARIATIONS  # noqa: E402
+from simroll.rollout.backends import BACKENDS, EpisodeJob  # noqa: E402
+from simroll.rollout.episode import EnvConfig, config_hash  # noqa: E402
+from simroll.rollout.runner import evaluate, make_specs  # noqa: E402
+from simroll.rollout.video import record_video  # noqa: E402
+from simroll.scoring.report import write_report  # noqa: E402
+
+CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "_data" / "configs")
+
+
+class ConfigError(ValueError):
+    """A config value is invalid; the message names it and the valid choices."""
+
+
+def _check_choice(key: str, values, valid) -> None:
+    for value in values:
+        if value not in valid:
+            raise ConfigError(f"{key}: unknown value {value!r}; expected one of {sorted(valid)}")
+
+
+def validate(cfg: DictConfig) -> None:
+    env = cfg.env
+    _check_choice("env.tasks", env.tasks, TASKS)
+    _check_choice("env.objects", env.objects, list_objects())
+    _check_choice("env.variations", env.variations, VARIATIONS)
+    _check_choice("backend.name", [cfg.backend.name], BACKENDS)
+    if not isinstance(cfg.episodes, int) or cfg.episodes < 1:
+        raise ConfigError(f"episodes must be an integer >= 1, got {cfg.episodes!r}")
+    if not isinstance(cfg.control_delay_steps, int) or cfg.control_delay_steps < 0:
+        raise ConfigError(
+            f"control_delay_steps must be an integer >= 0, got {cfg.control_delay_steps!r}"
+        )
+    if not isinstance(cfg.backend.workers, int) or cfg.backend.workers < 1:
+        raise ConfigError(f"backend.workers must be an integer >= 1, got {cfg.backend.workers!r}")
+
+
+def run(cfg: DictConfig) -> str:
+    validate(cfg)
+    env_config = EnvConfig(
+        obs_mode=cfg.env.obs_mode,
+        gripper_mode=cfg.env.gripper_mode,
+        image_size=cfg.env.image_size,
+        rigid_twin=cfg.env.rigid_twin,
+    )
+    policy_factory = instantiate(cfg.policy)
+    try:
+        choice = HydraConfig.get().runtime.choices.get("policy", "policy")
+    except ValueError:
+        choice = "policy"
+    policy_cfg = OmegaConf.to_container(cfg.policy, resolve=True)
+    job = EpisodeJob(
+        policy_factory=policy_factory,
+        env_config=env_config,
+        policy_id=str(choice),
+        policy_config_hash=config_hash(policy_cfg),
+        control_delay_steps=cfg.control_delay_steps,
+    )
+    specs = make_specs(
+        cfg.env.suite, cfg.env.tasks, cfg.env.objects, cfg.env.variations, cfg.episodes, cfg.seed
+    )
+    run_dir = Path(cfg.output_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    print(f"simroll eval: {len(specs)} episodes of policy {choice!r} -> {run_dir}")
+    records = evaluate(
+        run_dir,
+        specs,
+        job,
+        backend=cfg.backend.name,
+        workers=cfg.backend.workers,
+        progress=cfg.progress,
+    )
+    table = write_report(
+        run_dir, records, OmegaConf.to_container(cfg, resolve=True), expected=len(specs)
+    )
+    print(table)
+    if cfg.video.episodes > 0 and records:
+        chosen = sorted(records, key=lambda r: (r.dsr_success, r.success, r.spec.key))
+        for record in chosen[: cfg.video.episodes]:
+            name = record.spec.key.replace("/", "_") + ".mp4"
+            path, _ = record_video(
+                record.spec,
+                policy_factory,
+                env_config,
+                run_dir / "videos" / name,
+                size=tuple(cfg.video.size),
+                control_delay_steps=cfg.control_delay_steps,
+            )
+            print(f"video: {path}")
+    print(f"report: {run_dir / 'summary.md'}, plot: {run_dir / 'tolerance_curve.png'}")
+    return table
+
+
+@hydra.main(config_path=CONFIG_DIR, config_name="eval", version_base="1.3")
+def _hydra_main(cfg: DictConfig) -> None:
+    try:
+        run(cfg)
+    except ConfigError as exc:
+        print(f"simroll eval: config error: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
+def main() -> None:
+    _hydra_main()

@@ -1,0 +1,91 @@
+"""Writes a run's aggregate report: ``summary.json``, ``summary.md`` and ``tolerance_curve.png``.
+
+The JSON holds the per-group scores with intervals, the tolerance sweep, the store's health and
+the run's provenance (git SHA and dirty flag, package versions, machine, the resolved config), so
+every number a user sees can be traced to the command and code that produced it. Files are
+written atomically.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata
+import platform
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simroll.rollout.records import EpisodeRecord
+from simroll.rollout.store import RecordStore, write_json_atomic
+from simroll.scoring.dsr import aggregate, plot_tolerance_sweep, to_markdown, tolerance_sweep
+
+SWEEP_MULTIPLIERS = tuple(float(k) for k in np.round(np.linspace(0.0, 3.0, 31), 2))
+PACKAGES = ("simroll", "mujoco", "gymnasium", "lerobot", "torch", "numpy", "scipy", "statsmodels")
+
+
+def provenance(config: dict[str, Any] | None = None) -> dict[str, Any]:
+    root = Path(__file__).resolve().parents[2]
+
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(
+                ["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True
+            )
+            return out.stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return None
+
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    status = git("status", "--porcelain")
+    return {
+        "git_sha": git("rev-parse", "HEAD"),
+        "git_dirty": bool(status) if status is not None else None,
+        "packages": versions,
+        "python": platform.python_version(),
+        "machine": {"platform": platform.platform(), "processor": platform.machine()},
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "config": config,
+    }
+
+
+def write_report(
+    run_dir: str | Path,
+    records: Sequence[EpisodeRecord],
+    config: dict[str, Any] | None = None,
+    expected: int | None = None,
+) -> str:
+    """Write the report files into ``run_dir`` and return the Markdown table."""
+    run_dir = Path(run_dir)
+    summaries = aggregate(records)
+    sweep = tolerance_sweep(records, SWEEP_MULTIPLIERS)
+    store = RecordStore(run_dir).load() if (run_dir / "records.jsonl").exists() else None
+    missing = None if expected is None else expected - len(records)
+    table = to_markdown(summaries)
+    if missing:
+        table += f"\n\n**Incomplete run:** {missing} of {expected} episodes have no record."
+    if store is not None and not store.ok:
+        table += f"\n\n**Record store problems:** {store.summary()}"
+    write_json_atomic(
+        run_dir / "summary.json",
+        {
+            "groups": [summary.to_dict() for summary in summaries],
+            "tolerance_sweep": sweep,
+            "episodes": len(records),
+            "expected_episodes": expected,
+            "store": None if store is None else store.summary(),
+            "provenance": provenance(config),
+        },
+    )
+    tmp = run_dir / "summary.md.tmp"
+    tmp.write_text(table + "\n")
+    tmp.replace(run_dir / "summary.md")
+    plot_tolerance_sweep(sweep, run_dir / "tolerance_curve.png")
+    return table

@@ -1,0 +1,116 @@
+"""The episode loop and its backends: records, control delay, faults, identical backends."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import os
+
+import numpy as np
+import pytest
+
+from simroll.experts import SoftExpert
+from simroll.rollout.backends import EpisodeJob, run_backend
+from simroll.rollout.episode import EnvConfig, run_episode
+from simroll.rollout.records import EpisodeSpec, derive_seed
+from simroll.rollout.runner import make_specs
+
+TIMING_FIELDS = {"policy_compute_s", "episode_wall_s"}
+
+
+def outcome(record) -> dict:
+    """A record's content without wall-clock timings (which no two runs share)."""
+    data = dataclasses.asdict(record)
+    for key in TIMING_FIELDS:
+        data.pop(key)
+    return data
+
+
+def gentle_expert(env):
+    return SoftExpert(env, "gentle")
+
+
+class ExplodingPolicy:
+    def __init__(self, env):
+        self.calls = 0
+
+    def reset(self):
+        pass
+
+    def select_action(self, obs):
+        self.calls += 1
+        if self.calls == 3:
+            raise RuntimeError("policy blew up at call 3")
+        return np.zeros(5, dtype=np.float32)
+
+
+class CrashOncePolicy(SoftExpert):
+    """Kills its worker process the first time it runs (marker file), then behaves."""
+
+    def __init__(self, env, marker: str):
+        super().__init__(env, "gentle")
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+            os._exit(3)
+
+
+SPEC = EpisodeSpec("SoftLift", "sponge", "default", derive_seed("soft", "SoftLift", 0), 0)
+
+
+def test_run_episode_records_a_successful_expert_episode():
+    record = run_episode(SPEC, gentle_expert, policy_id="expert/gentle")
+    assert record.success and record.dsr_success
+    assert record.termination_reason == "success"
+    assert record.error is None
+    assert record.steps == record.policy_calls > 10
+    assert math.isclose(record.sim_time, record.steps / 20)
+    assert 0 < record.peak_deformation < record.tolerance
+    assert record.policy_compute_s > 0 and record.episode_wall_s >= record.policy_compute_s
+
+
+def test_same_spec_gives_the_same_record_twice():
+    assert outcome(run_episode(SPEC, gentle_expert)) == outcome(run_episode(SPEC, gentle_expert))
+
+
+def test_control_delay_changes_the_episode_and_is_recorded():
+    delayed = run_episode(SPEC, gentle_expert, control_delay_steps=3)
+    baseline = run_episode(SPEC, gentle_expert)
+    assert delayed.control_delay_steps == 3
+    assert delayed.steps == delayed.policy_calls
+    assert outcome(delayed) != outcome(baseline)
+
+
+def test_policy_exception_is_recorded_not_raised():
+    record = run_episode(SPEC, ExplodingPolicy)
+    assert record.error is not None and "policy blew up at call 3" in record.error
+    assert record.termination_reason == "error"
+    assert not record.success
+    assert record.steps == 2
+
+
+def test_negative_delay_is_rejected():
+    with pytest.raises(ValueError, match="control_delay_steps"):
+        run_episode(SPEC, gentle_expert, control_delay_steps=-1)
+
+
+def test_local_and_vector_backends_give_identical_records():
+    specs = make_specs(
+        "soft", ["SoftLift", "SoftSqueeze"], ["sponge", "foam_cylinder"], ["default"], episodes=2
+    )[:6]
+    job = EpisodeJob(gentle_expert, EnvConfig(), "expert/gentle", "hash")
+    local = {r.spec.key: outcome(r) for r in run_backend("local", job, specs)}
+    vector = {r.spec.key: outcome(r) for r in run_backend("vector", job, specs, workers=2)}
+    assert len(local) == 6
+    assert local == vector
+
+
+def test_dead_worker_becomes_an_error_record(tmp_path):
+    marker = str(tmp_path / "crashed")
+    job = EpisodeJob(functools.partial(CrashOncePolicy, marker=marker), EnvConfig(), "crash", "h")
+    records = list(run_backend("vector", job, [SPEC], workers=1))
+    assert len(records) == 1 and records[0].error is not None
+    assert "worker process died" in records[0].error
+    # the marker now exists, so a second run (the engine's retry) succeeds
+    retry = list(run_backend("vector", job, [SPEC], workers=1, attempts={SPEC.key: 2}))
+    assert retry[0].success and retry[0].extra["attempt"] == 2
