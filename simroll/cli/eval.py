@@ -23,7 +23,12 @@ from simroll.assets import list_objects  # noqa: E402
 from simroll.envs.soft import TASKS  # noqa: E402
 from simroll.envs.variations import VARIATIONS  # noqa: E402
 from simroll.rollout.backends import BACKENDS, EpisodeJob  # noqa: E402
-from simroll.rollout.episode import EnvConfig, config_hash  # noqa: E402
+from simroll.rollout.episode import (  # noqa: E402
+    EnvConfig,
+    config_hash,
+    latency_to_delay_steps,
+    measure_latency,
+)
 from simroll.rollout.runner import evaluate, make_specs  # noqa: E402
 from simroll.rollout.video import record_video  # noqa: E402
 from simroll.scoring.report import write_report  # noqa: E402
@@ -53,6 +58,15 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(
             f"control_delay_steps must be an integer >= 0, got {cfg.control_delay_steps!r}"
         )
+    latency = cfg.policy_latency_s
+    if (
+        latency is not None
+        and latency != "measured"
+        and not (isinstance(latency, int | float) and latency >= 0)
+    ):
+        raise ConfigError(
+            f"policy_latency_s must be null, 'measured' or seconds >= 0, got {latency!r}"
+        )
     if not isinstance(cfg.backend.workers, int) or cfg.backend.workers < 1:
         raise ConfigError(f"backend.workers must be an integer >= 1, got {cfg.backend.workers!r}")
 
@@ -71,15 +85,23 @@ def run(cfg: DictConfig) -> str:
     except ValueError:
         choice = "policy"
     policy_cfg = OmegaConf.to_container(cfg.policy, resolve=True)
+    specs = make_specs(
+        cfg.env.suite, cfg.env.tasks, cfg.env.objects, cfg.env.variations, cfg.episodes, cfg.seed
+    )
+    delay = cfg.control_delay_steps
+    if cfg.policy_latency_s is not None:
+        if cfg.policy_latency_s == "measured":
+            latency = measure_latency(specs[0], policy_factory, env_config)
+        else:
+            latency = float(cfg.policy_latency_s)
+        delay = latency_to_delay_steps(latency)
+        print(f"policy latency {latency * 1000:.1f} ms -> control delay of {delay} step(s)")
     job = EpisodeJob(
         policy_factory=policy_factory,
         env_config=env_config,
         policy_id=str(choice),
         policy_config_hash=config_hash(policy_cfg),
-        control_delay_steps=cfg.control_delay_steps,
-    )
-    specs = make_specs(
-        cfg.env.suite, cfg.env.tasks, cfg.env.objects, cfg.env.variations, cfg.episodes, cfg.seed
+        control_delay_steps=delay,
     )
     run_dir = Path(cfg.output_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -106,7 +128,7 @@ def run(cfg: DictConfig) -> str:
                 env_config,
                 run_dir / "videos" / name,
                 size=tuple(cfg.video.size),
-                control_delay_steps=cfg.control_delay_steps,
+                control_delay_steps=delay,
             )
             print(f"video: {path}")
     print(f"report: {run_dir / 'summary.md'}, plot: {run_dir / 'tolerance_curve.png'}")

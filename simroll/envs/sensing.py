@@ -3,8 +3,9 @@
 Tactile (see MUJOCO_NOTES.md: MuJoCo's native tactile sensor reads zeros against flex bodies, so
 it is built here from ``d.contact``): every contact between a finger pad and the object gives a
 point on the pad and a force from ``mj_contactForce`` (normal and tangential, contact frame).
-* ``force``: the normal force splatted bilinearly onto a ``rows x cols`` taxel grid spanning the
-  pad face, in newtons per taxel: what a pressure/depth image of the gel would show.
+* ``force``: each contact's normal force spread with a Gaussian gel footprint onto a
+  ``rows x cols`` taxel grid spanning the pad face, in newtons per taxel (the image sums to the
+  finger's total normal force): what a pressure/depth image of the gel would show.
 * ``markers``: an ``11 x 9`` grid of gel markers displaced by the tangential (shear) force of
   each contact, spread with a Gaussian kernel of the gel's footprint and scaled by the gel's shear
   compliance; millimetres in the pad's (along-finger, vertical) plane.
@@ -23,7 +24,8 @@ import numpy as np
 
 MARKER_GRID = (11, 9)  # along the pad's vertical axis x along its length, as GelSight Mini
 GEL_SHEAR_COMPLIANCE_MM_PER_N = 0.8
-GEL_KERNEL_SIGMA = 0.006  # metres
+GEL_KERNEL_SIGMA = 0.006  # metres: how far a contact's shear drags the markers
+GEL_PRESSURE_SIGMA = 0.003  # metres: footprint of a contact in the pressure image
 
 
 @dataclass
@@ -64,6 +66,10 @@ class TactileSensor:
         grid_v, grid_u = np.meshgrid(mv, mu, indexing="ij")
         self.marker_uv = np.stack([grid_u.ravel(), grid_v.ravel()], axis=1)
         self._force6 = np.zeros(6)
+        # taxel centres: rows run down the pad (v from +h to -h), columns along it (u)
+        tu = np.linspace(-self.half_length, self.half_length, cols)
+        tv = np.linspace(self.half_height, -self.half_height, rows)
+        self.taxel_v, self.taxel_u = np.meshgrid(tv, tu, indexing="ij")
 
     def _touches_object(self, contact) -> bool:
         if self.flex >= 0:
@@ -102,17 +108,13 @@ class TactileSensor:
         return TactileReading(force.astype(np.float32), markers.astype(np.float32), net, count)
 
     def _splat(self, image: np.ndarray, u: float, v: float, value: float) -> None:
-        col = (u + self.half_length) / (2 * self.half_length) * (self.cols - 1)
-        row = (self.half_height - v) / (2 * self.half_height) * (self.rows - 1)
-        col = min(max(col, 0.0), self.cols - 1.0)
-        row = min(max(row, 0.0), self.rows - 1.0)
-        c0, r0 = int(col), int(row)
-        c1, r1 = min(c0 + 1, self.cols - 1), min(r0 + 1, self.rows - 1)
-        fc, fr = col - c0, row - r0
-        image[r0, c0] += value * (1 - fr) * (1 - fc)
-        image[r0, c1] += value * (1 - fr) * fc
-        image[r1, c0] += value * fr * (1 - fc)
-        image[r1, c1] += value * fr * fc
+        """Spread one contact's normal force over the taxels with the gel's Gaussian footprint
+        (weights normalised over the pad, so the image still sums to the total normal force)."""
+        weights = np.exp(-((self.taxel_u - u) ** 2 + (self.taxel_v - v) ** 2)
+                         / (2 * GEL_PRESSURE_SIGMA**2))
+        total = weights.sum()
+        if total > 0:
+            image += value * weights / total
 
 
 def tactile_to_rgb(

@@ -11,6 +11,10 @@ record. An optional control delay of ``k`` steps applies the action computed fro
 observation at step ``t`` at step ``t + k`` (until then the hand holds still and the gripper keeps
 its last command), so a slow policy can be scored under the timing it would really have.
 
+``on_step(env, obs, info)`` is called after the reset and after every step; a callback that
+declares an ``action`` parameter also gets the action that step applied (``None`` after the
+reset), which dataset recording pairs with the previous observation.
+
 An episode that raises is recorded with its error (``termination_reason="error"``) instead of
 propagating; a diverging simulation ends with the env's ``termination_reason``.
 """
@@ -18,7 +22,9 @@ propagating; a diverging simulation ends with the env's ``termination_reason``.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
+import math
 import time
 import traceback
 from collections import deque
@@ -33,7 +39,7 @@ import simroll.envs  # noqa: F401  (registers the envs)
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec
 
 PolicyFactory = Callable[[gym.Env], Any]
-FrameCallback = Callable[[gym.Env, dict, dict], None]
+FrameCallback = Callable[..., None]  # (env, obs, info) or (env, obs, info, action)
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,45 @@ def config_hash(config: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def latency_to_delay_steps(latency_s: float, control_hz: float = 20.0) -> int:
+    """Control steps a policy with ``latency_s`` seconds per call lags behind: an action computed
+    from the observation at ``t`` is ready ``ceil(latency * hz)`` steps later (0 for latency 0)."""
+    if not (latency_s >= 0 and math.isfinite(latency_s)):
+        raise ValueError(f"policy latency must be a finite number of seconds >= 0, got {latency_s}")
+    return math.ceil(round(latency_s * control_hz, 9))
+
+
+def measure_latency(
+    spec: EpisodeSpec, policy_factory: PolicyFactory, env_config: EnvConfig, calls: int = 20
+) -> float:
+    """Median wall time (s) of ``select_action`` over the first ``calls`` steps of ``spec``."""
+    timings: list[float] = []
+    env = env_config.make(spec)
+    try:
+        policy = policy_factory(env)
+        obs, _ = env.reset(seed=spec.seed, options={"variation": spec.variation})
+        policy.reset()
+        for _ in range(calls):
+            start = time.perf_counter()
+            action = policy.select_action(obs)
+            timings.append(time.perf_counter() - start)
+            obs, _, terminated, truncated, _ = env.step(np.asarray(action, dtype=np.float32))
+            if terminated or truncated:
+                break
+    finally:
+        env.close()
+    return float(np.median(timings))
+
+
+def _takes_action(callback: FrameCallback) -> bool:
+    """Whether ``callback`` accepts the applied action (an ``action`` parameter or ``**kwargs``)."""
+    try:
+        parameters = inspect.signature(callback).parameters.values()
+    except (TypeError, ValueError):  # builtins without a signature: the 3-argument protocol
+        return False
+    return any(p.name == "action" or p.kind is p.VAR_KEYWORD for p in parameters)
+
+
 def _hold_action(previous: np.ndarray | None) -> np.ndarray:
     action = np.zeros(5, dtype=np.float32)
     action[4] = -1.0 if previous is None else previous[4]
@@ -108,6 +153,7 @@ def run_episode(
     if control_delay_steps < 0:
         raise ValueError(f"control_delay_steps must be >= 0, got {control_delay_steps}")
     owns_env = env is None
+    step_kwargs = {"action": None} if on_step is not None and _takes_action(on_step) else {}
     wall_start = time.perf_counter()
     compute, calls, steps = 0.0, 0, 0
     info: dict[str, Any] = {}
@@ -122,7 +168,7 @@ def run_episode(
         pending: deque[np.ndarray] = deque()
         applied: np.ndarray | None = None
         if on_step is not None:
-            on_step(env, obs, info)
+            on_step(env, obs, info, **step_kwargs)
         while True:
             start = time.perf_counter()
             action = policy.select_action(obs)
@@ -136,7 +182,9 @@ def run_episode(
             obs, _, terminated, truncated, info = env.step(applied)
             steps += 1
             if on_step is not None:
-                on_step(env, obs, info)
+                if step_kwargs:
+                    step_kwargs["action"] = applied
+                on_step(env, obs, info, **step_kwargs)
             if terminated or truncated:
                 reason = info.get("termination_reason") or ("time_limit" if truncated else "ended")
                 break

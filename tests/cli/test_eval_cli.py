@@ -51,6 +51,7 @@ def test_eval_writes_records_report_plot_and_a_playable_video(tmp_path):
         ("env.variations=[lava]", "env.variations: unknown value 'lava'"),
         ("episodes=0", "episodes must be an integer >= 1"),
         ("backend.name=cloud", "backend.name: unknown value 'cloud'"),
+        ("policy_latency_s=fast", "policy_latency_s must be null, 'measured' or seconds"),
     ],
 )
 def test_bad_config_values_fail_before_any_episode(tmp_path, override, message):

@@ -12,7 +12,7 @@ import pytest
 
 from simroll.experts import SoftExpert
 from simroll.rollout.backends import EpisodeJob, run_backend
-from simroll.rollout.episode import EnvConfig, run_episode
+from simroll.rollout.episode import EnvConfig, latency_to_delay_steps, run_episode
 from simroll.rollout.records import EpisodeSpec, derive_seed
 from simroll.rollout.runner import make_specs
 
@@ -114,3 +114,35 @@ def test_dead_worker_becomes_an_error_record(tmp_path):
     # the marker now exists, so a second run (the engine's retry) succeeds
     retry = list(run_backend("vector", job, [SPEC], workers=1, attempts={SPEC.key: 2}))
     assert retry[0].success and retry[0].extra["attempt"] == 2
+
+
+def test_ray_backend_gives_the_same_records_as_local():
+    pytest.importorskip("ray", reason="the ray extra is not installed")
+    specs = make_specs(
+        "soft", ["SoftLift", "SoftSqueeze"], ["sponge", "foam_cylinder"], ["default"], episodes=2
+    )[:6]
+    job = EpisodeJob(gentle_expert, EnvConfig(), "expert/gentle", "hash")
+    local = {r.spec.key: outcome(r) for r in run_backend("local", job, specs)}
+    remote = {r.spec.key: outcome(r) for r in run_backend("ray", job, specs, workers=2)}
+    assert local == remote
+
+
+def test_ray_retries_an_episode_whose_worker_died(tmp_path):
+    pytest.importorskip("ray", reason="the ray extra is not installed")
+    marker = str(tmp_path / "crashed")
+    job = EpisodeJob(functools.partial(CrashOncePolicy, marker=marker), EnvConfig(), "crash", "h")
+    records = list(run_backend("ray", job, [SPEC], workers=1))
+    assert os.path.exists(marker)  # the first try really killed its worker process
+    assert records[0].error is None and records[0].success
+
+
+@pytest.mark.parametrize(
+    ("latency", "steps"), [(0.0, 0), (0.01, 1), (0.05, 1), (0.051, 2), (0.12, 3)]
+)
+def test_latency_becomes_whole_control_steps_of_delay(latency, steps):
+    assert latency_to_delay_steps(latency) == steps
+
+
+def test_bad_latency_is_rejected():
+    with pytest.raises(ValueError, match="latency"):
+        latency_to_delay_steps(-0.1)

@@ -1,0 +1,88 @@
+"""Renders the README's pictures into docs/images/: one frame of each soft task, and the objects.
+
+Each task picture is a frame of a gentle-expert episode (seed 0) at the moment named in
+``MOMENTS``, rendered from the scene camera with the tactile inset and deformation readout the
+eval videos use. ``objects.png`` shows every soft object next to its rigid twin at rest.
+
+Run: ``MUJOCO_GL=egl python scripts/make_figures.py``
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import numpy as np  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from simroll.assets import list_objects  # noqa: E402
+from simroll.experts import SoftExpert  # noqa: E402
+from simroll.rollout.episode import EnvConfig, run_episode  # noqa: E402
+from simroll.rollout.records import EpisodeSpec, derive_seed  # noqa: E402
+from simroll.rollout.video import compose_frame  # noqa: E402
+
+OUT = Path(__file__).resolve().parents[1] / "docs" / "images"
+SIZE = (240, 320)
+# (object, fraction of the episode at which to take the frame)
+MOMENTS = {
+    "SoftLift": ("sponge", 0.97),
+    "SoftPlace": ("tofu", 0.55),
+    "SoftSqueeze": ("dumpling", 0.97),
+}
+
+
+def task_picture(task: str) -> Path:
+    obj, fraction = MOMENTS[task]
+    spec = EpisodeSpec(task, obj, "default", derive_seed("soft", task, 0), 0)
+    frames: list[np.ndarray] = []
+
+    def on_step(env, obs, info):
+        frames.append(compose_frame(env.render(), obs["tactile"]["force"], info, len(frames)))
+
+    config = EnvConfig(render_mode="rgb_array", kwargs={"render_size": SIZE})
+    record = run_episode(
+        spec, lambda env: SoftExpert(env, "gentle"), env_config=config, on_step=on_step
+    )
+    frame = frames[min(len(frames) - 1, int(fraction * len(frames)))]
+    path = OUT / f"{task}.png"
+    Image.fromarray(frame).save(path)
+    print(f"{path}: {task} on {obj}, success={record.success}, peak={record.peak_deformation:.2f}%")
+    return path
+
+
+def objects_picture() -> Path:
+    import gymnasium as gym
+
+    tiles = []
+    for obj in list_objects():
+        row = []
+        for twin in (False, True):
+            env = gym.make(
+                "simroll/SoftLift-v0",
+                object=obj,
+                rigid_twin=twin,
+                obs_mode="state",
+                render_mode="rgb_array",
+                render_size=(160, 160),
+            )
+            env.reset(seed=0)
+            row.append(env.render())
+            env.close()
+        tiles.append(np.concatenate(row, axis=0))
+    path = OUT / "objects.png"
+    Image.fromarray(np.concatenate(tiles, axis=1)).save(path)
+    print(f"{path}: soft objects (top) and rigid twins (bottom): {list_objects()}")
+    return path
+
+
+def main() -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    for task in MOMENTS:
+        task_picture(task)
+    objects_picture()
+
+
+if __name__ == "__main__":
+    main()
