@@ -3,12 +3,15 @@
 Validates the whole config before any episode runs (unknown tasks, objects, variations, backends
 or bad counts fail naming the value and the valid choices), builds the episode specs, runs them
 through the chosen backend into ``output_dir`` (resumable), prints the TSR/DSR table and writes
-``summary.json``, ``summary.md``, ``tolerance_curve.png`` and ``videos/*.mp4``.
+``summary.json``, ``summary.md``, ``tolerance_curve.png`` and ``videos/*.mp4``; with
+``record=true`` also ``dataset/``, the evaluated episodes as a LeRobotDataset (re-run in this
+process, as the videos are).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -69,6 +72,8 @@ def validate(cfg: DictConfig) -> None:
         )
     if not isinstance(cfg.backend.workers, int) or cfg.backend.workers < 1:
         raise ConfigError(f"backend.workers must be an integer >= 1, got {cfg.backend.workers!r}")
+    if not isinstance(cfg.record, bool):
+        raise ConfigError(f"record must be true or false, got {cfg.record!r}")
 
 
 def run(cfg: DictConfig) -> str:
@@ -131,6 +136,32 @@ def run(cfg: DictConfig) -> str:
                 control_delay_steps=delay,
             )
             print(f"video: {path}")
+    if cfg.record and records:
+        # Like the videos, a re-run of the scored specs in this process (episodes are
+        # deterministic for a deterministic policy); each dataset episode stores its own record.
+        # Imported here: LeRobot's dataset stack takes seconds to import.
+        from simroll.rollout.dataset import record_specs
+
+        dataset_dir = run_dir / "dataset"
+        if dataset_dir.exists():
+            shutil.rmtree(dataset_dir)  # a resumed run re-records every episode
+        recorder = record_specs(
+            dataset_dir,
+            [record.spec for record in records],
+            policy_factory,
+            env_config,
+            progress=cfg.progress,
+            episode_kwargs={
+                "policy_id": str(choice),
+                "policy_config_hash": config_hash(policy_cfg),
+                "control_delay_steps": delay,
+            },
+            repo_id=f"simroll/eval_{choice}",
+        )
+        print(
+            f"dataset: {dataset_dir} ({recorder.episodes_written} episodes, "
+            f"{recorder.frames_written} frames)"
+        )
     print(f"report: {run_dir / 'summary.md'}, plot: {run_dir / 'tolerance_curve.png'}")
     return table
 

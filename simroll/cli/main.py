@@ -1,7 +1,8 @@
 """The ``simroll`` console script: ``simroll <command> [hydra overrides]``.
 
-Commands: ``eval`` (closed-loop evaluation, the main job) and ``demo`` (``eval`` on its embedded
-default with a video, what ``make demo`` runs). Each command is a thin Hydra entry point; configs
+Commands: ``eval`` (closed-loop evaluation, the main job), ``demo`` (``eval`` on its embedded
+default with a video, what ``make demo`` runs) and ``collect`` (record episodes, by default expert
+demonstrations, as a LeRobotDataset). Each command is a thin Hydra entry point; configs
 ship with the package, so the script works from any directory.
 """
 
@@ -12,6 +13,8 @@ import sys
 COMMANDS = {
     "eval": "simroll.cli.eval:main",
     "demo": "simroll.cli.eval:main",
+    "train": "simroll.cli.train:main",
+    "collect": "simroll.cli.collect:main",
 }
 
 
@@ -26,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             "usage: simroll {" + ",".join(COMMANDS) + "} [hydra overrides ...]\n"
             "  e.g. simroll eval env=soft_lift policy=expert episodes=50 backend=vector\n"
+            "       simroll collect env=soft_lift episodes=200  (demos as a LeRobotDataset)\n"
             "  simroll eval --help  shows the config and its groups",
             file=sys.stderr,
         )

@@ -1,0 +1,112 @@
+"""LeRobot env plugin for simroll: ``lerobot-eval --env.type=simroll --env.task=SoftLift-v0``.
+
+LeRobot's CLIs import every installed distribution whose name starts with ``lerobot_env_``
+(``register_third_party_plugins``); importing this one registers :class:`SimrollEnv` under the
+choice name ``simroll`` and the gym ids ``lerobot_env_simroll/<Task>-v0`` that it makes (simroll's
+tasks wrapped in :class:`~lerobot_env_simroll.env.LeRobotView`). ``features``/``features_map``
+name the observations the way ``simroll collect`` datasets do, so a policy trained on such a
+dataset is evaluated here without a rename map.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lerobot.configs import FeatureType, PolicyFeature
+from lerobot.envs.configs import EnvConfig
+from lerobot.utils.constants import ACTION, OBS_ENV_STATE, OBS_IMAGES, OBS_STATE, OBS_STR
+
+from lerobot_env_simroll.env import ID_PREFIX, register_envs
+from simroll.envs.core import CONTROL_HZ
+from simroll.rollout.dataset import TACTILE_IMAGE_SIZE
+
+OBS_TYPES = {"pixels_agent_pos": "full", "environment_state_agent_pos": "state"}
+TACTILE_SHAPE = (2, 16, 12)  # simroll's default taxel grid per finger
+MARKERS = 99  # gel markers per finger
+
+register_envs()
+
+
+@EnvConfig.register_subclass("simroll")
+@dataclass
+class SimrollEnv(EnvConfig):
+    """One simroll task on one object; ``task`` is the gym task name with its version."""
+
+    task: str = "SoftLift-v0"
+    object: str = "sponge"
+    variation: str = "default"
+    fps: int = CONTROL_HZ
+    episode_length: int | None = None  # None: the task's own limit
+    obs_type: str = "pixels_agent_pos"  # or "environment_state_agent_pos" (privileged state)
+    image_size: int = 96
+    gripper_mode: str = "continuous"
+    tactile: bool = True  # observation.tactile and observation.tactile_markers
+    tactile_image: bool = False  # observation.images.tactile
+    clip_actions: bool = True
+    render_mode: str = "rgb_array"
+    render_height: int = 240
+    render_width: int = 320
+    features: dict[str, PolicyFeature] = field(
+        default_factory=lambda: {
+            ACTION: PolicyFeature(type=FeatureType.ACTION, shape=(5,)),
+            "agent_pos": PolicyFeature(type=FeatureType.STATE, shape=(10,)),
+        }
+    )
+    features_map: dict[str, str] = field(
+        default_factory=lambda: {
+            ACTION: ACTION,
+            "agent_pos": OBS_STATE,
+            "environment_state": OBS_ENV_STATE,
+            "pixels/scene": f"{OBS_IMAGES}.scene",
+            "pixels/wrist": f"{OBS_IMAGES}.wrist",
+            "pixels/tactile": f"{OBS_IMAGES}.tactile",
+            "tactile": f"{OBS_STR}.tactile",
+            "tactile_markers": f"{OBS_STR}.tactile_markers",
+        }
+    )
+
+    def __post_init__(self) -> None:
+        if self.obs_type not in OBS_TYPES:
+            raise ValueError(
+                f"env.obs_type must be one of {sorted(OBS_TYPES)}, got {self.obs_type!r}"
+            )
+        if self.fps != CONTROL_HZ:
+            raise ValueError(f"env.fps must be simroll's control rate {CONTROL_HZ}, got {self.fps}")
+        size = (self.image_size, self.image_size, 3)
+        if self.obs_type == "pixels_agent_pos":
+            for camera in ("scene", "wrist"):
+                self.features[f"pixels/{camera}"] = PolicyFeature(FeatureType.VISUAL, size)
+        else:
+            self.features["environment_state"] = PolicyFeature(FeatureType.ENV, (7,))
+        if self.tactile_image:  # square, at the cameras' size when there are cameras
+            side = self.image_size if self.obs_type == "pixels_agent_pos" else TACTILE_IMAGE_SIZE
+            self.features["pixels/tactile"] = PolicyFeature(FeatureType.VISUAL, (side, side, 3))
+        if self.tactile:
+            size = int(TACTILE_SHAPE[0] * TACTILE_SHAPE[1] * TACTILE_SHAPE[2])
+            self.features["tactile"] = PolicyFeature(FeatureType.STATE, (size,))
+            self.features["tactile_markers"] = PolicyFeature(FeatureType.STATE, (2 * MARKERS * 2,))
+
+    @property
+    def package_name(self) -> str:
+        return ID_PREFIX
+
+    @property
+    def gym_kwargs(self) -> dict:
+        kwargs = {
+            "object": self.object,
+            "variation": self.variation,
+            "obs_mode": OBS_TYPES[self.obs_type],
+            "image_size": self.image_size,
+            "gripper_mode": self.gripper_mode,
+            "render_mode": self.render_mode,
+            "render_size": (self.render_height, self.render_width),
+            "tactile": self.tactile,
+            "tactile_image": self.tactile_image,
+            "clip_actions": self.clip_actions,
+        }
+        if self.episode_length is not None:
+            kwargs["max_episode_steps"] = self.episode_length
+        return kwargs
+
+
+__all__ = ["SimrollEnv"]

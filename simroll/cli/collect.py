@@ -1,0 +1,121 @@
+"""``simroll collect``: record a policy's episodes as a LeRobotDataset (demonstrations).
+
+Runs the chosen policy (the gentle scripted expert by default) on the episode specs of the chosen
+env group, built by ``make_specs`` with base seed 1000 so that demonstrations never repeat the
+episodes ``simroll eval`` scores (seed 0), and writes them with :class:`DatasetRecorder` to
+``output_dir`` (default ``data/<env>_<policy>``): full observations at ``env.image_size`` 96,
+successful episodes only, per-episode evaluator data in ``meta/simroll_episodes.jsonl`` and the
+resolved config in ``meta/simroll_collect.yaml``. Episodes run one after another in this process
+(the local backend); the scripted expert needs the simulator it controls, and the dataset writer
+lives here. The whole config is validated before the first episode.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import hydra  # noqa: E402
+from hydra.core.hydra_config import HydraConfig  # noqa: E402
+from hydra.utils import instantiate  # noqa: E402
+from omegaconf import DictConfig, OmegaConf  # noqa: E402
+
+from simroll.assets import list_objects  # noqa: E402
+from simroll.cli.eval import CONFIG_DIR, ConfigError, _check_choice  # noqa: E402
+from simroll.envs.soft import TASKS  # noqa: E402
+from simroll.envs.variations import VARIATIONS  # noqa: E402
+from simroll.rollout.episode import EnvConfig, config_hash  # noqa: E402
+from simroll.rollout.runner import make_specs  # noqa: E402
+
+CONFIG_RECORD = Path("meta") / "simroll_collect.yaml"
+
+
+def validate(cfg: DictConfig) -> None:
+    env = cfg.env
+    _check_choice("env.tasks", env.tasks, TASKS)
+    _check_choice("env.objects", env.objects, list_objects())
+    _check_choice("env.variations", env.variations, VARIATIONS)
+    _check_choice("env.obs_mode", [env.obs_mode], ("full", "state"))
+    if not isinstance(cfg.episodes, int) or cfg.episodes < 1:
+        raise ConfigError(f"episodes must be an integer >= 1, got {cfg.episodes!r}")
+    if not isinstance(env.image_size, int) or not 16 <= env.image_size <= 1024:
+        raise ConfigError(
+            f"env.image_size must be an integer in [16, 1024], got {env.image_size!r}"
+        )
+    root = Path(cfg.output_dir)
+    # Hydra has created output_dir (its run dir) empty; anything in it is an earlier dataset.
+    if root.exists() and any(root.iterdir()) and not cfg.overwrite:
+        raise ConfigError(
+            f"output_dir {root} already holds files; pass overwrite=true to replace it "
+            "or choose another output_dir"
+        )
+
+
+def run(cfg: DictConfig) -> int:
+    validate(cfg)
+    # Imported after validation: LeRobot's dataset stack takes seconds to import.
+    from simroll.rollout.dataset import record_specs
+
+    env_config = EnvConfig(
+        obs_mode=cfg.env.obs_mode,
+        gripper_mode=cfg.env.gripper_mode,
+        image_size=cfg.env.image_size,
+        rigid_twin=cfg.env.rigid_twin,
+    )
+    policy_factory = instantiate(cfg.policy)
+    try:
+        choice = HydraConfig.get().runtime.choices.get("policy", "policy")
+    except ValueError:
+        choice = "policy"
+    specs = make_specs(
+        cfg.env.suite, cfg.env.tasks, cfg.env.objects, cfg.env.variations, cfg.episodes, cfg.seed
+    )
+    root = Path(cfg.output_dir)
+    if root.exists():
+        shutil.rmtree(root)  # empty (Hydra's run dir) or confirmed by overwrite=true
+    print(f"simroll collect: {len(specs)} episodes of policy {choice!r} -> {root}")
+    recorder = record_specs(
+        root,
+        specs,
+        policy_factory,
+        env_config,
+        progress=cfg.progress,
+        episode_kwargs={
+            "policy_id": str(choice),
+            "policy_config_hash": config_hash(OmegaConf.to_container(cfg.policy, resolve=True)),
+        },
+        repo_id=cfg.repo_id,
+        use_videos=cfg.use_videos,
+        with_tactile_image=cfg.tactile_image,
+        only_success=cfg.only_success,
+    )
+    OmegaConf.save(cfg, root / CONFIG_RECORD, resolve=True)
+    dropped = recorder.episodes_dropped
+    print(
+        f"simroll collect: wrote {recorder.episodes_written} episodes, "
+        f"{recorder.frames_written} frames to {root}"
+        + (f" ({dropped} episodes left out: failed or empty)" if dropped else "")
+    )
+    if recorder.episodes_written == 0:
+        print("simroll collect: no episode was kept; the dataset is empty", file=sys.stderr)
+        return 1
+    return 0
+
+
+@hydra.main(config_path=CONFIG_DIR, config_name="collect", version_base="1.3")
+def _hydra_main(cfg: DictConfig) -> None:
+    try:
+        status = run(cfg)
+    except ConfigError as exc:
+        print(f"simroll collect: config error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    if status:
+        sys.exit(status)
+
+
+def main() -> None:
+    _hydra_main()

@@ -1,0 +1,153 @@
+"""Run any LeRobot policy checkpoint in simroll envs (``simroll eval policy.path=<dir>``).
+
+:func:`load_policy` reads a LeRobot pretrained directory (``config.json`` +
+``model.safetensors`` + the saved pre/post-processor pipelines; safetensors and JSON only, nothing
+is unpickled), checks that the env can feed every input feature the policy was trained on and
+that the action is 5-D, and returns a :class:`LeRobotPolicy` that converts simroll observations
+into a LeRobot batch with the dataset recorder's own mapping
+(:func:`simroll.rollout.dataset.observation_frame`), so training and evaluation see identical
+features.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from simroll.rollout.dataset import observation_frame
+
+ACTION_DIM = 5
+
+
+class PolicyLoadError(ValueError):
+    """A checkpoint is missing, corrupt, or does not match the env it should run in."""
+
+
+class LeRobotPolicy:
+    """A LeRobot ``PreTrainedPolicy`` with its processors, speaking simroll observations."""
+
+    def __init__(self, policy, preprocessor, postprocessor, task: str | None = None):
+        self.policy, self.preprocessor, self.postprocessor = policy, preprocessor, postprocessor
+        self.input_keys = list(policy.config.input_features)
+        tactile = policy.config.input_features.get("observation.images.tactile")
+        self.tactile_image_size = int(tactile.shape[1]) if tactile is not None else None
+        self.task = task
+        self.policy.eval()
+
+    def reset(self) -> None:
+        self.policy.reset()
+
+    def batch(self, obs: dict[str, Any]) -> dict[str, Any]:
+        frame = observation_frame(obs, self.tactile_image_size)
+        batch: dict[str, Any] = {}
+        for key in self.input_keys:
+            value = torch.from_numpy(np.asarray(frame[key]))
+            if key.startswith("observation.images."):
+                value = value.permute(2, 0, 1).float() / 255.0
+            batch[key] = value.unsqueeze(0)
+        batch["task"] = [self.task or str(obs.get("task_description", ""))]
+        return batch
+
+    @torch.no_grad()
+    def select_action(self, obs: dict[str, Any]) -> np.ndarray:
+        batch = self.preprocessor(self.batch(obs))
+        action = self.postprocessor(self.policy.select_action(batch))
+        return np.clip(action.squeeze(0).cpu().numpy().astype(np.float32), -1.0, 1.0)
+
+    @torch.no_grad()
+    def predict_action_chunk(self, obs: dict[str, Any]) -> np.ndarray:
+        batch = self.preprocessor(self.batch(obs))
+        chunk = self.policy.predict_action_chunk(batch)
+        return np.clip(self.postprocessor(chunk).squeeze(0).cpu().numpy(), -1.0, 1.0)
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """``path`` as given, or relative to the repository (shipped ``policies/``) if not found."""
+    path = Path(path)
+    if not path.exists() and not path.is_absolute():
+        shipped = Path(__file__).resolve().parents[2] / path
+        if shipped.exists():
+            return shipped
+    return path
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    if not path.is_dir():
+        raise PolicyLoadError(f"policy checkpoint {path} is not a directory")
+    for name in ("config.json", "model.safetensors"):
+        if not (path / name).is_file():
+            raise PolicyLoadError(f"policy checkpoint {path} has no {name}")
+    try:
+        return json.loads((path / "config.json").read_text())
+    except json.JSONDecodeError as exc:
+        raise PolicyLoadError(f"{path / 'config.json'} is not valid JSON: {exc}") from exc
+
+
+def check_compatible(config: dict[str, Any], observation_space, path: Path) -> None:
+    """Raise :class:`PolicyLoadError` when the env cannot provide what the policy reads."""
+    from gymnasium import spaces
+
+    from simroll.rollout.dataset import dataset_features
+
+    assert isinstance(observation_space, spaces.Dict)
+    available = dataset_features(observation_space, with_tactile_image=True)
+    for key, feature in config.get("input_features", {}).items():
+        if key not in available:
+            raise PolicyLoadError(
+                f"policy {path} reads {key!r}, which this env does not provide (obs_mode or "
+                f"cameras differ); the env provides {sorted(k for k in available if 'obs' in k)}"
+            )
+        shape = tuple(feature.get("shape", ()))
+        expected = tuple(available[key]["shape"])
+        if key.startswith("observation.images."):
+            expected = (expected[2], expected[0], expected[1])  # LeRobot stores images as CHW
+        if shape and shape != expected:
+            raise PolicyLoadError(
+                f"policy {path} expects {key} of shape {shape}, env gives "
+                f"{expected} (image_size or tactile shape differ)"
+            )
+    action = config.get("output_features", {}).get("action", {})
+    if tuple(action.get("shape", (ACTION_DIM,))) != (ACTION_DIM,):
+        raise PolicyLoadError(
+            f"policy {path} outputs actions of shape {action.get('shape')}, "
+            f"simroll envs take ({ACTION_DIM},)"
+        )
+
+
+def load_policy(
+    env,
+    path: str | Path,
+    device: str = "cpu",
+    overrides: dict | None = None,
+    **_training_recipe: Any,
+) -> LeRobotPolicy:
+    """Load the checkpoint at ``path`` for ``env`` (Hydra calls this with ``_partial_``).
+
+    ``overrides`` changes inference-time config fields (e.g. ``num_inference_steps``,
+    ``n_action_steps``); other keyword arguments (a training recipe in the same config file) are
+    ignored here.
+    """
+    from lerobot.configs.policies import PreTrainedConfig
+    from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+
+    path = resolve_checkpoint(path)
+    raw = _read_config(path)
+    check_compatible(raw, env.observation_space, path)
+    try:
+        config = PreTrainedConfig.from_pretrained(path)
+        for key, value in (overrides or {}).items():
+            if not hasattr(config, key):
+                raise PolicyLoadError(f"unknown policy override {key!r} for {config.type}")
+            setattr(config, key, value)
+        config.device = device
+        policy = get_policy_class(config.type).from_pretrained(path, config=config)
+        preprocessor, postprocessor = make_pre_post_processors(config, pretrained_path=str(path))
+    except PolicyLoadError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any loader failure means a bad checkpoint
+        raise PolicyLoadError(f"cannot load policy checkpoint {path}: {exc}") from exc
+    return LeRobotPolicy(policy, preprocessor, postprocessor)

@@ -1,0 +1,382 @@
+"""LeRobotDataset recording: episodes run by ``run_episode`` written through LeRobot's own API.
+
+A :class:`DatasetRecorder` creates a LeRobotDataset v3.0 (``LeRobotDataset.create``) whose
+features are derived from the env's observation space, plugs into :func:`run_episode` as its
+``on_step`` callback, and turns every step into one frame (``add_frame``): the observation at step
+``t`` paired with the action applied at step ``t`` (LeRobot's convention; the final observation,
+which no action follows, is dropped). :meth:`DatasetRecorder.finish` saves the episode
+(``save_episode``) or discards it (``only_success`` and the episode failed), and
+:meth:`DatasetRecorder.finalize` closes the dataset (``finalize``); without it the parquet files
+are not valid.
+
+Keys use LeRobot's names: ``observation.images.{scene,wrist}`` (camera images, full obs mode only),
+``observation.images.tactile`` (both fingers' pressure maps rendered by ``tactile_to_rgb`` and
+scaled to the cameras' square size, since LeRobot's diffusion policy wants equal image shapes),
+``observation.tactile`` (the force maps, flattened), ``observation.tactile_markers`` (marker
+displacements, flattened), ``observation.state`` (``agent_pos``), ``observation.environment_state``
+(state obs mode only), ``action`` and ``task`` (the env's task description). Evaluator data that
+policies must not train on is kept out of ``observation.*``: ``eval.deformation`` per frame
+(normalized deformation at that observation; LeRobot's policy factories ignore keys outside
+``observation.*``/``action``), and per episode one JSON line in
+``<root>/meta/simroll_episodes.jsonl`` keyed by ``episode_index`` (spec, success, DSR, peak
+deformation, tolerance, termination reason and the full :class:`EpisodeRecord` JSON), appended
+atomically as each episode is saved.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import cv2
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from lerobot.datasets.lerobot_dataset import LeRobotDataset
+from tqdm import tqdm
+
+from simroll.envs.core import CONTROL_HZ
+from simroll.envs.sensing import tactile_to_rgb
+from simroll.rollout.episode import EnvConfig, EnvPool, PolicyFactory, run_episode
+from simroll.rollout.records import EpisodeRecord, EpisodeSpec
+
+ROBOT_TYPE = "simroll_floating_gripper"
+EPISODES_META = Path("meta") / "simroll_episodes.jsonl"
+TACTILE_IMAGE_SIZE = 64  # side of the tactile image when there are no cameras to match
+ACTION_NAMES = ["dx", "dy", "dz", "dyaw", "gripper"]
+STATE_NAMES = [
+    "hand_x",
+    "hand_y",
+    "hand_z",
+    "hand_yaw",
+    "hand_vx",
+    "hand_vy",
+    "hand_vz",
+    "hand_vyaw",
+    "jaw_opening",
+    "jaw_velocity",
+]
+ENVIRONMENT_STATE_NAMES = [
+    "object_x",
+    "object_y",
+    "object_z",
+    "object_yaw",
+    "goal_x",
+    "goal_y",
+    "goal_z",
+]
+IMAGE_NAMES = ["height", "width", "channels"]
+
+
+def tactile_image(force: np.ndarray, size: int = TACTILE_IMAGE_SIZE) -> np.ndarray:
+    """Both fingers' pressure maps as one ``size`` x ``size`` uint8 RGB image (taxels kept as
+    sharp blocks): the ``observation.images.tactile`` of datasets and the LeRobot env plugin."""
+    image = tactile_to_rgb(np.asarray(force), size=size)
+    return cv2.resize(image, (size, size), interpolation=cv2.INTER_NEAREST)
+
+
+def tactile_image_size(observation_space: spaces.Dict) -> int:
+    """The cameras' image size when the observations have cameras, else ``TACTILE_IMAGE_SIZE``."""
+    if "pixels" in observation_space.spaces:
+        return int(next(iter(observation_space["pixels"].spaces.values())).shape[0])
+    return TACTILE_IMAGE_SIZE
+
+
+def dataset_features(
+    observation_space: spaces.Dict, *, use_videos: bool = True, with_tactile_image: bool = True
+) -> dict[str, dict[str, Any]]:
+    """LeRobot feature spec for a simroll env's observation space (plus action and evaluator)."""
+    visual = "video" if use_videos else "image"
+    features: dict[str, dict[str, Any]] = {}
+    if "pixels" in observation_space.spaces:
+        for camera, space in observation_space["pixels"].spaces.items():
+            features[f"observation.images.{camera}"] = {
+                "dtype": visual,
+                "shape": tuple(space.shape),
+                "names": IMAGE_NAMES,
+            }
+    tactile = observation_space["tactile"]
+    if with_tactile_image:
+        size = tactile_image_size(observation_space)
+        features["observation.images.tactile"] = {
+            "dtype": visual,
+            "shape": (size, size, 3),
+            "names": IMAGE_NAMES,
+        }
+    features["observation.tactile"] = {
+        "dtype": "float32",
+        "shape": (int(np.prod(tactile["force"].shape)),),
+        "names": None,
+    }
+    features["observation.tactile_markers"] = {
+        "dtype": "float32",
+        "shape": (int(np.prod(tactile["markers"].shape)),),
+        "names": None,
+    }
+    features["observation.state"] = {
+        "dtype": "float32",
+        "shape": tuple(observation_space["agent_pos"].shape),
+        "names": STATE_NAMES,
+    }
+    if "environment_state" in observation_space.spaces:
+        features["observation.environment_state"] = {
+            "dtype": "float32",
+            "shape": tuple(observation_space["environment_state"].shape),
+            "names": ENVIRONMENT_STATE_NAMES,
+        }
+    features["action"] = {"dtype": "float32", "shape": (5,), "names": ACTION_NAMES}
+    features["eval.deformation"] = {"dtype": "float32", "shape": (1,), "names": None}
+    return features
+
+
+def observation_frame(obs: Mapping[str, Any], tactile_image_size: int | None) -> dict[str, Any]:
+    """A simroll observation under LeRobot's keys (every ``observation.*`` of a frame); the
+    tactile image is added at ``tactile_image_size`` unless that is None."""
+    force = np.asarray(obs["tactile"]["force"], dtype=np.float32)
+    frame: dict[str, Any] = {}
+    for camera, image in obs.get("pixels", {}).items():
+        frame[f"observation.images.{camera}"] = np.asarray(image, dtype=np.uint8)
+    if tactile_image_size is not None:
+        frame["observation.images.tactile"] = tactile_image(force, tactile_image_size)
+    frame["observation.tactile"] = force.reshape(-1).copy()
+    frame["observation.tactile_markers"] = (
+        np.asarray(obs["tactile"]["markers"], dtype=np.float32).reshape(-1).copy()
+    )
+    frame["observation.state"] = np.asarray(obs["agent_pos"], dtype=np.float32).copy()
+    if "environment_state" in obs:
+        frame["observation.environment_state"] = np.asarray(
+            obs["environment_state"], dtype=np.float32
+        ).copy()
+    return frame
+
+
+class DatasetRecorder:
+    """Writes the episodes it sees as one LeRobotDataset under ``root`` (which must not exist).
+
+    Use ``recorder.on_step`` as ``run_episode``'s ``on_step`` and call ``recorder.finish(record)``
+    with the record ``run_episode`` returns, or let :meth:`record` do both. Episodes that failed or
+    raised are kept (their ``success`` is in the episode metadata) unless ``only_success``;
+    an episode that ended before its first step has no frames and is never saved.
+    ``with_tactile_image=None`` adds ``observation.images.tactile`` only when the observations
+    have camera images (``obs_mode="full"``).
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        observation_space: spaces.Dict,
+        *,
+        repo_id: str = "simroll/episodes",
+        use_videos: bool = True,
+        with_tactile_image: bool | None = None,
+        only_success: bool = False,
+        fps: int = CONTROL_HZ,
+        robot_type: str = ROBOT_TYPE,
+    ) -> None:
+        if not (
+            isinstance(observation_space, spaces.Dict) and "agent_pos" in observation_space.spaces
+        ):
+            raise ValueError(
+                "observation_space must be a simroll env's Dict space with 'agent_pos', "
+                f"got {observation_space!r}"
+            )
+        self.root = Path(root)
+        if self.root.exists():
+            raise FileExistsError(
+                f"dataset root {self.root} already exists; choose a new directory or remove it"
+            )
+        if with_tactile_image is None:
+            with_tactile_image = "pixels" in observation_space.spaces
+        self.with_tactile_image = bool(with_tactile_image)
+        self._tactile_size = (
+            tactile_image_size(observation_space) if self.with_tactile_image else None
+        )
+        self.only_success = bool(only_success)
+        self.features = dataset_features(
+            observation_space, use_videos=use_videos, with_tactile_image=self.with_tactile_image
+        )
+        self.dataset = LeRobotDataset.create(
+            repo_id=repo_id,
+            fps=fps,
+            features=self.features,
+            root=self.root,
+            robot_type=robot_type,
+            use_videos=use_videos,
+        )
+        self.episodes_written = 0
+        self.frames_written = 0
+        self.episodes_dropped = 0
+        self._pending: dict[str, Any] | None = None  # observation waiting for its action
+        self._frames = 0  # frames buffered for the current episode
+
+    # ------------------------------------------------------------------ run_episode protocol
+    def on_step(
+        self, env: gym.Env, obs: dict, info: dict, action: np.ndarray | None = None
+    ) -> None:
+        """``run_episode`` callback; ``action`` is None after the reset, else the one applied."""
+        if action is not None:
+            if self._pending is None:
+                raise RuntimeError("DatasetRecorder.on_step got an action before any reset")
+            frame = self._pending
+            frame["action"] = np.asarray(action, dtype=np.float32).reshape(5).copy()
+            self.dataset.add_frame(frame)
+            self._frames += 1
+        elif self._frames:
+            raise RuntimeError(
+                "DatasetRecorder: a new episode started before the previous one was finished; "
+                "call finish(record) after every run_episode"
+            )
+        self._pending = {
+            **observation_frame(obs, self._tactile_size),
+            "eval.deformation": np.array(
+                [info.get("eval", {}).get("deformation", np.nan)], dtype=np.float32
+            ),
+            "task": str(obs["task_description"]),
+        }
+
+    def finish(self, record: EpisodeRecord) -> bool:
+        """Save (True) or discard (False) the episode just run; ``record`` is its EpisodeRecord."""
+        frames, self._frames, self._pending = self._frames, 0, None
+        if frames == 0 or (self.only_success and not record.success):
+            if frames:
+                self.dataset.clear_episode_buffer()
+            self.episodes_dropped += 1
+            return False
+        episode_index = self.dataset.meta.total_episodes
+        # Serial encoding: a process pool per episode costs more than it saves on small images,
+        # and it would fork a process that holds a GL context.
+        self.dataset.save_episode(parallel_encoding=False)
+        _append_line(self.root / EPISODES_META, _episode_row(episode_index, frames, record))
+        self.episodes_written += 1
+        self.frames_written += frames
+        return True
+
+    def record(
+        self,
+        spec: EpisodeSpec,
+        policy_factory: PolicyFactory,
+        *,
+        env: gym.Env | None = None,
+        env_config: EnvConfig | None = None,
+        **episode_kwargs: Any,
+    ) -> tuple[EpisodeRecord, bool]:
+        """Run ``spec`` through ``run_episode``, recording it; returns (record, whether kept)."""
+        record = run_episode(
+            spec,
+            policy_factory,
+            env=env,
+            env_config=env_config,
+            on_step=self.on_step,
+            **episode_kwargs,
+        )
+        return record, self.finish(record)
+
+    def finalize(self) -> None:
+        """Close the dataset (idempotent); an unfinished episode in the buffer is discarded."""
+        if self._frames:
+            self.dataset.clear_episode_buffer()
+            self._frames, self._pending = 0, None
+        self.dataset.finalize()
+        _remove_empty_dirs(self.root / "images")  # LeRobot's frame staging, emptied by encoding
+
+    def __enter__(self) -> DatasetRecorder:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.finalize()
+
+
+def record_specs(
+    root: str | os.PathLike[str],
+    specs: Sequence[EpisodeSpec],
+    policy_factory: PolicyFactory,
+    env_config: EnvConfig,
+    *,
+    progress: bool = False,
+    episode_kwargs: Mapping[str, Any] | None = None,
+    **recorder_kwargs: Any,
+) -> DatasetRecorder:
+    """Run ``specs`` in this process (one env per task and object) into a new dataset at ``root``.
+
+    ``episode_kwargs`` go to ``run_episode`` (policy id, control delay), ``recorder_kwargs`` to
+    :class:`DatasetRecorder`. Returns the finalized recorder (its counts say what was written).
+    """
+    if not specs:
+        raise ValueError("record_specs needs at least one episode spec")
+    pool = EnvPool(env_config)
+    try:
+        recorder = DatasetRecorder(root, pool.get(specs[0]).observation_space, **recorder_kwargs)
+        bar = tqdm(total=len(specs), desc="recording", unit="ep", disable=not progress)
+        with recorder, bar:
+            for spec in specs:
+                record, _ = recorder.record(
+                    spec, policy_factory, env=pool.get(spec), **(episode_kwargs or {})
+                )
+                if record.error is not None:
+                    tqdm.write(f"episode {spec.key} raised: {record.error.splitlines()[0]}")
+                bar.update(1)
+                bar.set_postfix(kept=recorder.episodes_written, frames=recorder.frames_written)
+    finally:
+        pool.close()
+    return recorder
+
+
+def _remove_empty_dirs(top: Path) -> None:
+    if not top.is_dir():
+        return
+    for directory, _, _ in sorted(os.walk(top), key=lambda entry: -len(entry[0])):
+        if not any(Path(directory).iterdir()):
+            Path(directory).rmdir()
+
+
+def _episode_row(episode_index: int, frames: int, record: EpisodeRecord) -> dict[str, Any]:
+    payload = json.loads(record.to_json())  # non-finite floats already spelled as strings
+    return {
+        "episode_index": episode_index,
+        "frames": frames,
+        "spec_key": record.spec.key,
+        "spec": payload["spec"],
+        "success": record.success,
+        "dsr_success": record.dsr_success,
+        "peak_deformation": payload["peak_deformation"],
+        "tolerance": payload["tolerance"],
+        "termination_reason": record.termination_reason,
+        "record": payload,
+    }
+
+
+def _append_line(path: Path, row: dict[str, Any]) -> None:
+    """Append one JSON line with a single ``O_APPEND`` write under ``flock``, then fsync."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = (json.dumps(row, sort_keys=True, separators=(",", ":")) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        written = os.write(fd, data)
+        if written != len(data):
+            raise OSError(f"short write to {path}: {written} of {len(data)} bytes")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def load_episode_meta(root: str | os.PathLike[str]) -> dict[int, dict[str, Any]]:
+    """The per-episode rows of ``<root>/meta/simroll_episodes.jsonl``, by ``episode_index``."""
+    path = Path(root) / EPISODES_META
+    rows: dict[int, dict[str, Any]] = {}
+    for line_number, line in enumerate(path.read_text().splitlines(), start=1):
+        try:
+            row = json.loads(line)
+            rows[int(row["episode_index"])] = row
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{path}:{line_number}: not an episode row: {exc}") from exc
+    return rows
+
+
+def episode_record(row: Mapping[str, Any]) -> EpisodeRecord:
+    """The :class:`EpisodeRecord` stored in an episode row (its receipt is checked)."""
+    return EpisodeRecord.from_json(json.dumps(row["record"]))

@@ -1,0 +1,1 @@
+"""Training learned policies from LeRobotDatasets (``simroll train``)."""

@@ -1,0 +1,219 @@
+"""Trains a LeRobot policy on a simroll LeRobotDataset and saves it in LeRobot's pretrained format.
+
+One function, :func:`train`, does what ``simroll train`` runs: build the policy config
+(``make_policy_config``, no hub weights), restrict its inputs to the chosen dataset features,
+load the dataset with the policy's own observation/action horizons (``resolve_delta_timestamps``
+semantics), build the policy (``make_policy``) and its normalising pre/post processors from the
+dataset's statistics (``make_pre_post_processors``), and optimise with the policy's optimizer and
+scheduler presets. Every ``log_every`` steps it appends a row to ``metrics.csv``; at each
+checkpoint it writes ``checkpoints/<step>/`` and ``checkpoints/last/`` with ``config.json``,
+``model.safetensors`` and the processors (safetensors + JSON, never pickles), and
+``metrics.json`` with the run summary. Data order and initialisation are seeded.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from simroll.rollout.store import write_json_atomic
+
+
+class TrainingDataError(ValueError):
+    """The dataset lacks a feature the policy is configured to read."""
+
+
+@dataclass
+class TrainConfig:
+    dataset_root: str
+    output_dir: str
+    policy_type: str = "diffusion"
+    input_features: list[str] = field(default_factory=lambda: ["observation.state"])
+    policy_overrides: dict[str, Any] = field(default_factory=dict)
+    steps: int = 1000
+    batch_size: int = 64
+    seed: int = 0
+    log_every: int = 50
+    checkpoint_every: int = 1000
+    num_workers: int = 0
+    threads: int = 2
+    memoize: bool = True  # keep decoded items in memory across epochs
+
+
+def _policy_config(cfg: TrainConfig, ds_meta):
+    from lerobot.policies.factory import make_policy_config
+    from lerobot.utils.feature_utils import dataset_to_policy_features
+
+    overrides = {"device": "cpu", "push_to_hub": False, **cfg.policy_overrides}
+    if cfg.policy_type in ("diffusion", "act"):
+        overrides.setdefault("pretrained_backbone_weights", None)
+    policy_config = make_policy_config(cfg.policy_type, **overrides)
+    features = dataset_to_policy_features(ds_meta.features)
+    missing = [key for key in cfg.input_features if key not in features]
+    if missing:
+        raise TrainingDataError(
+            f"dataset {cfg.dataset_root} has no feature(s) {missing}; it has "
+            f"{sorted(k for k in features if k.startswith('observation'))}"
+        )
+    if "action" not in features:
+        raise TrainingDataError(f"dataset {cfg.dataset_root} has no 'action' feature")
+    policy_config.input_features = {key: features[key] for key in cfg.input_features}
+    policy_config.output_features = {"action": features["action"]}
+    return policy_config
+
+
+def _delta_timestamps(policy_config, cfg: TrainConfig, fps: int) -> dict[str, list[float]]:
+    deltas: dict[str, list[float]] = {}
+    if policy_config.action_delta_indices is not None:
+        deltas["action"] = [i / fps for i in policy_config.action_delta_indices]
+    if policy_config.observation_delta_indices is not None:
+        for key in cfg.input_features:
+            deltas[key] = [i / fps for i in policy_config.observation_delta_indices]
+    return deltas
+
+
+class MemoizedDataset(torch.utils.data.Dataset):
+    """Keeps each item the LeRobotDataset returns, so epochs after the first skip decoding and
+    timestamp queries (the small state datasets fit in memory many times over)."""
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+        self.items: list[Any] = [None] * len(dataset)
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int):
+        if self.items[index] is None:
+            self.items[index] = self.dataset[index]
+        return self.items[index]
+
+
+def save_checkpoint(directory: Path, policy, preprocessor, postprocessor) -> None:
+    tmp = directory.with_name(directory.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    policy.save_pretrained(tmp)
+    preprocessor.save_pretrained(tmp)
+    postprocessor.save_pretrained(tmp)
+    shutil.rmtree(directory, ignore_errors=True)
+    tmp.replace(directory)
+
+
+def train(cfg: TrainConfig, progress: bool = True) -> dict[str, Any]:
+    """Train and checkpoint; returns the summary written to ``metrics.json``."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset, LeRobotDatasetMetadata
+    from lerobot.policies.factory import make_policy, make_pre_post_processors
+
+    if cfg.steps < 1 or cfg.batch_size < 1:
+        raise ValueError(f"steps and batch_size must be >= 1, got {cfg.steps}, {cfg.batch_size}")
+    torch.manual_seed(cfg.seed)
+    torch.set_num_threads(cfg.threads)
+    root = Path(cfg.dataset_root)
+    if not (root / "meta" / "info.json").is_file():
+        raise TrainingDataError(
+            f"{root} is not a LeRobotDataset (no meta/info.json); create one with `simroll collect`"
+        )
+    repo_id = f"simroll/{root.name}"
+    ds_meta = LeRobotDatasetMetadata(repo_id, root=root)
+    policy_config = _policy_config(cfg, ds_meta)
+    dataset = LeRobotDataset(
+        repo_id, root=root, delta_timestamps=_delta_timestamps(policy_config, cfg, ds_meta.fps)
+    )
+    policy = make_policy(policy_config, ds_meta=ds_meta)
+    preprocessor, postprocessor = make_pre_post_processors(
+        policy_config, dataset_stats=ds_meta.stats
+    )
+    optimizer = policy_config.get_optimizer_preset().build(policy.get_optim_params())
+    scheduler_config = policy_config.get_scheduler_preset()
+    scheduler = (
+        scheduler_config.build(optimizer, cfg.steps) if scheduler_config is not None else None
+    )
+    generator = torch.Generator().manual_seed(cfg.seed)
+    source = MemoizedDataset(dataset) if cfg.memoize else dataset
+    loader = torch.utils.data.DataLoader(
+        source,
+        batch_size=cfg.batch_size,
+        shuffle=True,
+        generator=generator,
+        num_workers=cfg.num_workers,
+        drop_last=len(dataset) >= cfg.batch_size,
+    )
+    output = Path(cfg.output_dir)
+    output.mkdir(parents=True, exist_ok=True)
+    metrics_path = output / "metrics.csv"
+    n_params = sum(p.numel() for p in policy.parameters())
+    grad_clip = getattr(policy_config, "optimizer_grad_clip_norm", 10.0) or 10.0
+    policy.train()
+    losses: list[float] = []
+    start = time.perf_counter()
+    step = 0
+    bar = tqdm(
+        total=cfg.steps, desc=f"train {cfg.policy_type}", disable=not progress, dynamic_ncols=True
+    )
+    with metrics_path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["step", "loss", "lr", "seconds"])
+        while step < cfg.steps:
+            for batch in loader:
+                batch = preprocessor(batch)
+                loss, _ = policy.forward(batch)
+                optimizer.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(policy.parameters(), grad_clip)
+                optimizer.step()
+                if scheduler is not None:
+                    scheduler.step()
+                step += 1
+                value = float(loss.detach())
+                if not math.isfinite(value):
+                    raise FloatingPointError(f"training loss became {value} at step {step}")
+                losses.append(value)
+                bar.update(1)
+                if step % cfg.log_every == 0 or step == cfg.steps:
+                    recent = sum(losses[-cfg.log_every :]) / len(losses[-cfg.log_every :])
+                    writer.writerow(
+                        [step, recent, optimizer.param_groups[0]["lr"], time.perf_counter() - start]
+                    )
+                    handle.flush()
+                    bar.set_postfix(loss=f"{recent:.4f}")
+                if step % cfg.checkpoint_every == 0 or step == cfg.steps:
+                    policy.eval()
+                    save_checkpoint(
+                        output / "checkpoints" / f"{step:06d}", policy, preprocessor, postprocessor
+                    )
+                    policy.train()
+                if step >= cfg.steps:
+                    break
+    bar.close()
+    last = output / "checkpoints" / "last"
+    shutil.rmtree(last, ignore_errors=True)
+    shutil.copytree(output / "checkpoints" / f"{step:06d}", last)
+    window = max(1, min(len(losses) // 10, 100))
+    summary = {
+        "policy_type": cfg.policy_type,
+        "parameters": n_params,
+        "steps": step,
+        "batch_size": cfg.batch_size,
+        "dataset": str(root),
+        "dataset_episodes": ds_meta.total_episodes,
+        "dataset_frames": ds_meta.total_frames,
+        "input_features": cfg.input_features,
+        "first_loss": sum(losses[:window]) / window,
+        "final_loss": sum(losses[-window:]) / window,
+        "seconds": time.perf_counter() - start,
+        "seconds_per_step": (time.perf_counter() - start) / step,
+        "seed": cfg.seed,
+        "checkpoint": str(last),
+    }
+    write_json_atomic(output / "metrics.json", summary)
+    (output / "train_config.json").write_text(json.dumps(cfg.__dict__, indent=2, default=str))
+    return summary

@@ -1,0 +1,231 @@
+"""LeRobotDataset recording: what LeRobot reads back is what the env produced and the policy did."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+from simroll.experts import SoftExpert
+from simroll.rollout.dataset import (
+    DatasetRecorder,
+    episode_record,
+    load_episode_meta,
+    record_specs,
+)
+from simroll.rollout.episode import EnvConfig, EnvPool
+from simroll.rollout.records import EpisodeSpec, derive_seed
+
+REPO_ID = "simroll/test"
+
+
+def spec(task: str, index: int = 0) -> EpisodeSpec:
+    return EpisodeSpec(task, "sponge", "default", derive_seed("soft", task, index, 1000), index)
+
+
+class LoggedExpert(SoftExpert):
+    """The gentle expert, logging each observation it sees and the action it returns."""
+
+    def __init__(self, env, log: list):
+        super().__init__(env, "gentle")
+        self.log = log
+        self.log.append([])
+
+    def select_action(self, obs):
+        action = super().select_action(obs)
+        self.log[-1].append(
+            (obs["agent_pos"].copy(), action.copy(), obs["task_description"], obs.get("pixels"))
+        )
+        return action
+
+
+class ExplodingPolicy:
+    def __init__(self, env):
+        self.calls = 0
+
+    def reset(self):
+        pass
+
+    def select_action(self, obs):
+        self.calls += 1
+        if self.calls == 3:
+            raise RuntimeError("policy blew up at call 3")
+        return np.zeros(5, dtype=np.float32)
+
+
+def columns(root) -> tuple[LeRobotDataset, dict[str, np.ndarray]]:
+    dataset = LeRobotDataset(REPO_ID, root=root)
+    data = dataset.hf_dataset.with_format("numpy")[:]
+    return dataset, {key: np.asarray(value) for key, value in data.items()}
+
+
+def test_state_episodes_reload_with_the_states_and_actions_the_episode_had(tmp_path):
+    log: list = []
+    specs = [spec("SoftSqueeze"), spec("SoftLift")]
+    recorder = record_specs(
+        tmp_path / "ds",
+        specs,
+        lambda env: LoggedExpert(env, log),
+        EnvConfig(obs_mode="state"),
+        repo_id=REPO_ID,
+    )
+    assert recorder.episodes_written == 2
+    dataset, data = columns(tmp_path / "ds")
+    assert dataset.num_episodes == 2 and dataset.fps == 20
+    assert dataset.meta.robot_type == "simroll_floating_gripper"
+    assert "observation.environment_state" in dataset.features
+    assert not dataset.meta.video_keys and not dataset.meta.image_keys
+    assert dataset.meta.features["action"]["names"] == ["dx", "dy", "dz", "dyaw", "gripper"]
+    rows = load_episode_meta(tmp_path / "ds")
+    for index, (episode_spec, steps) in enumerate(zip(specs, log, strict=True)):
+        mine = data["episode_index"] == index
+        record = episode_record(rows[index])
+        assert record.success and record.steps == len(steps) == mine.sum()
+        assert rows[index]["spec_key"] == episode_spec.key and rows[index]["success"]
+        np.testing.assert_array_equal(data["observation.state"][mine], [s[0] for s in steps])
+        np.testing.assert_array_equal(data["action"][mine], [s[1] for s in steps])
+        np.testing.assert_array_equal(data["frame_index"][mine], np.arange(len(steps)))
+        tasks_of_episode = {dataset.meta.tasks.index[i] for i in data["task_index"][mine]}
+        assert tasks_of_episode == {steps[0][2]}
+        deformation = data["eval.deformation"][mine]
+        assert np.all(np.isfinite(deformation)) and deformation.min() >= 0
+        assert deformation.max() <= record.peak_deformation + 1e-6  # the final obs is dropped
+    assert dataset[0]["task"] == log[0][0][2]
+
+
+def test_full_episode_stores_camera_and_tactile_videos_at_the_env_image_size(tmp_path):
+    log: list = []
+    config = EnvConfig(obs_mode="full", image_size=32)
+    recorder = record_specs(
+        tmp_path / "ds",
+        [spec("SoftSqueeze")],
+        lambda env: LoggedExpert(env, log),
+        config,
+        repo_id=REPO_ID,
+    )
+    assert recorder.episodes_written == 1 and recorder.frames_written == len(log[0])
+    dataset, data = columns(tmp_path / "ds")
+    assert set(dataset.meta.video_keys) == {
+        "observation.images.scene",
+        "observation.images.wrist",
+        "observation.images.tactile",
+    }
+    assert "observation.environment_state" not in dataset.features
+    np.testing.assert_array_equal(data["action"], [s[1] for s in log[0]])
+    np.testing.assert_array_equal(data["observation.state"], [s[0] for s in log[0]])
+    frame = dataset[5]
+    assert frame["observation.images.scene"].shape == (3, 32, 32)
+    assert frame["observation.images.tactile"].shape == (3, 32, 32)  # the cameras' size
+    assert frame["observation.tactile"].shape == (2 * 16 * 12,)
+    assert frame["observation.tactile_markers"].shape == (2 * 99 * 2,)
+    # AV1 is lossy: the decoded frame is close to, not equal to, what the camera rendered
+    rendered = log[0][5][3]["scene"].transpose(2, 0, 1) / 255.0
+    assert np.abs(frame["observation.images.scene"].numpy() - rendered).mean() < 0.05
+
+
+def test_failed_episodes_are_kept_with_their_outcome_unless_only_success(tmp_path):
+    specs = [spec("SoftSqueeze", 0), spec("SoftSqueeze", 1)]
+    pool = EnvPool(EnvConfig(obs_mode="state"))
+    space = pool.get(specs[0]).observation_space
+    try:
+        for only_success in (False, True):
+            root = tmp_path / f"only_success_{only_success}"
+            with DatasetRecorder(root, space, repo_id=REPO_ID, only_success=only_success) as rec:
+                failed, kept_failed = rec.record(specs[0], ExplodingPolicy, env=pool.get(specs[0]))
+                good, kept_good = rec.record(
+                    specs[1], lambda env: SoftExpert(env, "gentle"), env=pool.get(specs[1])
+                )
+            assert failed.termination_reason == "error" and good.success and kept_good
+            assert kept_failed is not only_success
+            rows = load_episode_meta(root)
+            dataset = LeRobotDataset(REPO_ID, root=root)
+            if only_success:
+                assert rec.episodes_dropped == 1 and dataset.num_episodes == 1
+                assert rows[0]["spec_key"] == specs[1].key
+            else:
+                assert dataset.num_episodes == 2
+                assert rows[0]["frames"] == 2 and not rows[0]["success"]
+                assert rows[0]["termination_reason"] == "error"
+                assert rows[1]["frames"] == good.steps and rows[1]["success"]
+    finally:
+        pool.close()
+
+
+def test_recorder_refuses_an_existing_root(tmp_path):
+    pool = EnvPool(EnvConfig(obs_mode="state"))
+    try:
+        space = pool.get(spec("SoftLift")).observation_space
+    finally:
+        pool.close()
+    with pytest.raises(FileExistsError, match="already exists"):
+        DatasetRecorder(tmp_path, space)
+
+
+def test_collect_writes_a_dataset_of_expert_demonstrations(tmp_path):
+    output = tmp_path / "demos"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "simroll.cli.main",
+            "collect",
+            "env=soft_squeeze",
+            "env.objects=[sponge]",
+            "env.image_size=32",
+            "episodes=2",
+            f"output_dir={output}",
+            "progress=false",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    dataset = LeRobotDataset("simroll/soft_squeeze_expert", root=output)
+    assert dataset.num_episodes == 2
+    assert f"wrote 2 episodes, {dataset.num_frames} frames" in result.stdout
+    rows = [json.loads(line) for line in (output / "meta/simroll_episodes.jsonl").open()]
+    assert [row["spec"]["seed"] for row in rows] == [
+        derive_seed("soft", "SoftSqueeze", index, 1000) for index in range(2)
+    ]
+    assert (output / "meta/simroll_collect.yaml").exists()
+    again = subprocess.run(
+        [sys.executable, "-m", "simroll.cli.main", "collect", f"output_dir={output}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert again.returncode == 2 and "overwrite=true" in again.stderr
+
+
+def test_eval_with_record_writes_the_evaluated_episodes_as_a_dataset(tmp_path):
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "simroll.cli.main",
+            "eval",
+            "env=soft_squeeze",
+            "env.objects=[sponge]",
+            "episodes=1",
+            "video.episodes=0",
+            "record=true",
+            f"output_dir={tmp_path}",
+            "progress=false",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    scored = [json.loads(line) for line in (tmp_path / "records.jsonl").open()]
+    rows = load_episode_meta(tmp_path / "dataset")
+    assert [row["spec_key"] for row in rows.values()] == [
+        episode_record({"record": row}).spec.key for row in scored
+    ]
+    assert rows[0]["record"]["steps"] == scored[0]["steps"]  # a deterministic policy's replay
+    assert LeRobotDataset("simroll/eval_expert", root=tmp_path / "dataset").num_episodes == 1

@@ -1,0 +1,128 @@
+"""Training: loss goes down, checkpoints reload to identical actions, bad data fails clearly."""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import simroll.envs  # noqa: F401
+from simroll.policies.lerobot import PolicyLoadError, load_policy
+from simroll.train.trainer import TrainConfig, TrainingDataError, train
+
+TINY_DIFFUSION = {
+    "down_dims": [16, 32],
+    "horizon": 8,
+    "n_obs_steps": 2,
+    "n_action_steps": 4,
+    "drop_n_last_frames": 3,
+    "noise_scheduler_type": "DDIM",
+    "num_inference_steps": 4,
+    "optimizer_lr": 3e-3,
+    "scheduler_warmup_steps": 0,
+}
+INPUTS = ["observation.state", "observation.environment_state"]
+
+
+@pytest.fixture(scope="module")
+def trained(lift_dataset, tmp_path_factory):
+    out = tmp_path_factory.mktemp("train")
+    summary = train(
+        TrainConfig(
+            str(lift_dataset),
+            str(out),
+            "diffusion",
+            INPUTS,
+            TINY_DIFFUSION,
+            steps=60,
+            batch_size=32,
+            log_every=10,
+            checkpoint_every=60,
+        ),
+        progress=False,
+    )
+    return out, summary
+
+
+def test_training_reduces_the_loss_and_writes_metrics(trained):
+    out, summary = trained
+    assert summary["steps"] == 60
+    assert summary["final_loss"] < 0.8 * summary["first_loss"]
+    rows = (out / "metrics.csv").read_text().splitlines()
+    assert rows[0] == "step,loss,lr,seconds" and len(rows) == 7
+    assert json.loads((out / "metrics.json").read_text())["parameters"] > 0
+    for name in ("config.json", "model.safetensors", "policy_preprocessor.json"):
+        assert (out / "checkpoints" / "last" / name).is_file()
+
+
+def _actions(policy, env, seed: int, steps: int = 6) -> np.ndarray:
+    obs, _ = env.reset(seed=seed)
+    policy.reset()
+    actions = []
+    for _ in range(steps):
+        action = policy.select_action(obs)
+        actions.append(action)
+        obs, *_ = env.step(action)
+    return np.array(actions)
+
+
+def test_checkpoint_reloads_to_identical_actions(trained):
+    import torch
+
+    out, _ = trained
+    env = gym.make("simroll/SoftLift-v0", object="sponge", obs_mode="state")
+    torch.manual_seed(0)
+    first = _actions(load_policy(env, out / "checkpoints" / "last"), env, seed=3)
+    torch.manual_seed(0)
+    second = _actions(load_policy(env, out / "checkpoints" / "last"), env, seed=3)
+    assert first.shape == (6, 5) and np.all(np.abs(first) <= 1)
+    np.testing.assert_array_equal(first, second)
+
+
+def test_policy_that_needs_state_features_refuses_a_pixel_only_env(trained):
+    out, _ = trained
+    env = gym.make("simroll/SoftLift-v0", object="sponge", obs_mode="full", image_size=32)
+    with pytest.raises(PolicyLoadError, match="observation.environment_state"):
+        load_policy(env, out / "checkpoints" / "last")
+
+
+def test_missing_or_corrupt_checkpoints_fail_clearly(trained, tmp_path):
+    import shutil
+
+    out, _ = trained
+    env = gym.make("simroll/SoftLift-v0", object="sponge", obs_mode="state")
+    with pytest.raises(PolicyLoadError, match="is not a directory"):
+        load_policy(env, tmp_path / "nowhere")
+    broken = tmp_path / "broken"
+    shutil.copytree(out / "checkpoints" / "last", broken)
+    (broken / "model.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(PolicyLoadError, match="cannot load policy checkpoint"):
+        load_policy(env, broken)
+    (broken / "model.safetensors").unlink()
+    with pytest.raises(PolicyLoadError, match="no model.safetensors"):
+        load_policy(env, broken)
+    bad_json = tmp_path / "bad_json"
+    shutil.copytree(out / "checkpoints" / "last", bad_json)
+    (bad_json / "config.json").write_text("{not json")
+    with pytest.raises(PolicyLoadError, match="not valid JSON"):
+        load_policy(env, bad_json)
+
+
+def test_dataset_without_a_requested_feature_fails_before_training(lift_dataset, tmp_path):
+    config = TrainConfig(
+        str(lift_dataset),
+        str(tmp_path),
+        "diffusion",
+        ["observation.state", "observation.images.scene"],
+        TINY_DIFFUSION,
+        steps=1,
+    )
+    with pytest.raises(TrainingDataError, match=r"observation.images.scene"):
+        train(config, progress=False)
+
+
+def test_a_folder_that_is_not_a_dataset_fails_clearly(tmp_path):
+    with pytest.raises(TrainingDataError, match="not a LeRobotDataset"):
+        train(TrainConfig(str(tmp_path), str(tmp_path / "out")), progress=False)
