@@ -13,8 +13,10 @@ import sys
 COMMANDS = {
     "eval": "simroll.cli.eval:main",
     "demo": "simroll.cli.eval:main",
+    "roundtrip": "simroll.cli.roundtrip:main",
     "train": "simroll.cli.train:main",
     "collect": "simroll.cli.collect:main",
+    "certify": "simroll.cli.certify:main",
 }
 
 

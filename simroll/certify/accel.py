@@ -1,0 +1,86 @@
+"""A stand-in accelerated policy: run the wrapped policy on only a fraction of control steps.
+
+:class:`ReplanEvery` wraps any policy with the ``reset()`` / ``select_action(obs)`` verbs and
+calls it only on the control steps where ``floor(t / every)`` changes (``t`` counted from the
+reset), so the wrapped model runs ``ceil``-ish ``steps / every`` times per episode instead of
+``steps`` times: cheaper compute per control step, bought with stale decisions. Between two
+re-plans it either holds the last command (``between="hold"``: in simroll's action layout, four
+hand-pose *deltas* and one absolute gripper command, holding means zero deltas and the same
+gripper command, i.e. the hand stays at the pose last commanded) or repeats the last action
+verbatim (``between="repeat"``: classic action repeat, which makes a deadbeat position controller
+such as the scripted expert overshoot and oscillate).
+
+This is an honest but crude acceleration, here so that certification (``simroll certify``) can be
+demonstrated and tested end to end with the scripted expert until the learned policies' own
+acceleration knobs (action chunking, token pruning, fewer flow steps) land. Its compute is
+countable exactly: :meth:`ReplanEvery.model_calls` gives the number of wrapped-model calls for a
+given number of ``select_action`` calls, the deterministic compute proxy certification uses.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+BETWEEN = ("hold", "repeat")
+
+
+class ReplanEvery:
+    """Call ``policy`` every ``every`` control steps (``every`` >= 1, may be fractional)."""
+
+    def __init__(
+        self,
+        env: Any,
+        policy: Callable[[Any], Any],
+        every: float = 2.0,
+        between: str = "hold",
+    ) -> None:
+        if isinstance(every, bool) or not isinstance(every, int | float):
+            raise ValueError(f"every must be a number of control steps >= 1, got {every!r}")
+        if not (math.isfinite(every) and every >= 1.0):
+            raise ValueError(f"every must be a number of control steps >= 1, got {every!r}")
+        if between not in BETWEEN:
+            raise ValueError(f"between must be one of {list(BETWEEN)}, got {between!r}")
+        self.inner = policy(env)
+        self.every = float(every)
+        self.between = between
+        self.reset()
+
+    @property
+    def policy_id(self) -> str:
+        inner = getattr(self.inner, "policy_id", type(self.inner).__name__)
+        return f"{inner}/replan_every_{self.every:g}_{self.between}"
+
+    def reset(self) -> None:
+        self.inner.reset()
+        self.steps = 0
+        self.compute_calls = 0  # wrapped-model calls this episode
+        self._last: np.ndarray | None = None
+
+    def _computes_at(self, step: int) -> bool:
+        return step == 0 or math.floor(step / self.every) != math.floor((step - 1) / self.every)
+
+    def select_action(self, obs: Any) -> np.ndarray:
+        if self._last is None or self._computes_at(self.steps):
+            self._last = np.asarray(self.inner.select_action(obs), dtype=np.float32).copy()
+            self.compute_calls += 1
+            action = self._last
+        elif self.between == "hold":
+            action = np.zeros_like(self._last)
+            action[-1] = self._last[-1]
+        else:
+            action = self._last
+        self.steps += 1
+        return action.copy()
+
+    def predict_action_chunk(self, obs: Any) -> np.ndarray:
+        return self.select_action(obs)[None]
+
+    def model_calls(self, select_action_calls: int) -> int:
+        """Wrapped-model calls made in an episode of ``select_action_calls`` calls."""
+        if select_action_calls <= 0:
+            return 0
+        return math.floor((select_action_calls - 1) / self.every) + 1

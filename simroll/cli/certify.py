@@ -1,0 +1,226 @@
+"""``simroll certify``: CARE certification of accelerated candidates against a reference policy.
+
+Validates the config before any episode runs (epsilon/delta outside (0, 1), no candidates,
+duplicate or clashing names, unknown tasks, a calibration set too small to ever certify anything:
+each fails naming the value), draws the i.i.d. calibration specs, checks every candidate acts in
+the reference's action space, then runs paired rollouts (:mod:`simroll.certify.rollouts`) into
+``<output_dir>/<policy name>/records.jsonl`` (resumable: rerun the same command after an
+interruption) and certifies with the fixed-n (:mod:`simroll.certify.care`) or sequential
+(:mod:`simroll.certify.sequential`) form. Writes ``certificate.json``, ``certificate.md`` and
+``certificate.png`` to ``output_dir`` and prints the Markdown.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import hydra  # noqa: E402
+from hydra.core.hydra_config import HydraConfig  # noqa: E402
+from hydra.utils import instantiate  # noqa: E402
+from omegaconf import DictConfig, OmegaConf  # noqa: E402
+
+from simroll.assets import list_objects  # noqa: E402
+from simroll.certify.care import family_levels, min_trials_to_certify, run_fixed  # noqa: E402
+from simroll.certify.certificate import (  # noqa: E402
+    COST_MEASURES,
+    Certificate,
+    build_certificate,
+    measure_cost,
+)
+from simroll.certify.rollouts import (  # noqa: E402
+    PolicyRun,
+    RolloutSource,
+    calibration_specs,
+    preflight,
+)
+from simroll.certify.sequential import EProcessTest, run_sequential  # noqa: E402
+from simroll.certify.settings import CareSettings, CertifyError  # noqa: E402
+from simroll.envs.soft import TASKS  # noqa: E402
+from simroll.envs.variations import VARIATIONS  # noqa: E402
+from simroll.rollout.backends import BACKENDS, EpisodeJob  # noqa: E402
+from simroll.rollout.episode import EnvConfig, config_hash  # noqa: E402
+
+CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "_data" / "configs")
+DESIGNS = ("sequential", "fixed")
+
+
+class ConfigError(ValueError):
+    """A config value is invalid; the message names it and the valid choices."""
+
+
+def _check_choice(key: str, values, valid) -> None:
+    for value in values:
+        if value not in valid:
+            raise ConfigError(f"{key}: unknown value {value!r}; expected one of {sorted(valid)}")
+
+
+def _positive_int(cfg: DictConfig, key: str, minimum: int = 1) -> int:
+    value = cfg.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{key} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def reference_name() -> str:
+    """The reference's policy config name (``policy@reference=<name>``), else ``reference``."""
+    try:
+        return str(HydraConfig.get().runtime.choices.get("policy@reference") or "reference")
+    except ValueError:
+        return "reference"
+
+
+def validate(cfg: DictConfig, reference: str) -> tuple[CareSettings, list[str]]:
+    """Check the whole config; return the settings and the candidates in test order."""
+    try:
+        settings = CareSettings(cfg.epsilon, cfg.delta, cfg.risk, cfg.success, cfg.method)
+    except CertifyError as exc:
+        raise ConfigError(str(exc)) from None
+    candidates = cfg.get("candidates")
+    if not isinstance(candidates, Mapping) or not candidates:
+        raise ConfigError(
+            "no candidates: add accelerated policies under `candidates`, e.g. "
+            "+policy@candidates.expert_replan2=expert_replan2"
+        )
+    names = [str(name) for name in candidates]
+    for name in names:
+        if not isinstance(candidates[name], Mapping) or "_target_" not in candidates[name]:
+            raise ConfigError(f"candidates.{name} must be a policy config with a _target_")
+    if reference in names or "reference" in names:
+        raise ConfigError(
+            f"candidate names must differ from the reference's {reference!r} and from "
+            f"'reference', got {names}"
+        )
+    if cfg.reference is None or "_target_" not in cfg.reference:
+        raise ConfigError("reference must be a policy config with a _target_")
+    _check_choice("design", [cfg.design], DESIGNS)
+    _check_choice("cost", [cfg.cost], COST_MEASURES)
+    _check_choice("env.tasks", cfg.env.tasks, TASKS)
+    _check_choice("env.objects", cfg.env.objects, list_objects())
+    _check_choice("env.variations", cfg.env.variations, VARIATIONS)
+    _check_choice("backend.name", [cfg.backend.name], BACKENDS)
+    episodes = _positive_int(cfg, "episodes")
+    _positive_int(cfg, "batch")
+    _positive_int(cfg, "reference_cost_episodes", minimum=0)
+    if not isinstance(cfg.backend.workers, int) or cfg.backend.workers < 1:
+        raise ConfigError(f"backend.workers must be an integer >= 1, got {cfg.backend.workers!r}")
+    level = family_levels(len(names), settings.delta, settings.method)
+    if cfg.design == "fixed":
+        needed = min_trials_to_certify(settings.epsilon, level)
+    else:
+        needed = EProcessTest(settings.epsilon, level, episodes).min_trials
+    if episodes < needed:
+        raise ConfigError(
+            f"episodes={episodes} can never certify a candidate at epsilon={settings.epsilon:g}, "
+            f"delta={settings.delta:g} with {len(names)} candidate(s) ({settings.method}, "
+            f"{cfg.design} design): even with no failures it needs >= {needed} trials"
+        )
+    return settings, names
+
+
+def run(cfg: DictConfig) -> Certificate:
+    reference = reference_name()
+    settings, names = validate(cfg, reference)
+    env_config = EnvConfig(
+        obs_mode=cfg.env.obs_mode,
+        gripper_mode=cfg.env.gripper_mode,
+        image_size=cfg.env.image_size,
+        rigid_twin=cfg.env.rigid_twin,
+    )
+    specs = calibration_specs(
+        cfg.env.suite, cfg.env.tasks, cfg.env.objects, cfg.env.variations, cfg.episodes, cfg.seed
+    )
+    configs = {reference: cfg.reference, **{name: cfg.candidates[name] for name in names}}
+    factories = {name: instantiate(config) for name, config in configs.items()}
+    hashes = {
+        name: config_hash(OmegaConf.to_container(config, resolve=True))
+        for name, config in configs.items()
+    }
+    try:
+        counters = preflight(specs[0], factories, env_config)
+    except CertifyError as exc:
+        raise ConfigError(str(exc)) from None
+    output_dir = Path(cfg.output_dir)
+    runs = {
+        name: PolicyRun(
+            name,
+            EpisodeJob(factories[name], env_config, name, hashes[name]),
+            output_dir / name,
+        )
+        for name in configs
+    }
+    log = print if cfg.progress else None
+    try:
+        source = RolloutSource(
+            specs,
+            runs[reference],
+            [runs[name] for name in names],
+            settings.success,
+            cfg.backend.name,
+            cfg.backend.workers,
+            log=log,
+        )
+    except CertifyError as exc:
+        raise ConfigError(str(exc)) from None
+    print(
+        f"simroll certify: {len(names)} candidate(s) against {reference!r}, {cfg.design} design, "
+        f"up to {len(specs)} calibration specs -> {output_dir}"
+    )
+    if cfg.design == "fixed":
+        certification = run_fixed(names, source, settings, len(specs))
+    else:
+        certification = run_sequential(names, source, settings, len(specs), batch=cfg.batch)
+    measured = source.rollouts["reference"]
+    if measured < min(cfg.reference_cost_episodes, len(specs)):
+        source.reference(range(min(cfg.reference_cost_episodes, len(specs))))
+    costs = {
+        name: measure_cost(list(source.records[name].values()), counters.get(name))
+        for name in configs
+        if source.records[name]
+    }
+    used = [spec for i, spec in enumerate(specs) if any(i in r for r in source.records.values())]
+    # Imported here: the report module pulls in statsmodels (seconds), not needed to validate.
+    from simroll.scoring.report import provenance
+
+    certificate = build_certificate(
+        certification,
+        reference,
+        costs,
+        cfg.cost,
+        used,
+        calibration={
+            "suite": cfg.env.suite,
+            "tasks": list(cfg.env.tasks),
+            "objects": list(cfg.env.objects),
+            "variations": list(cfg.env.variations),
+            "base_seed": cfg.seed,
+            "draw": "i.i.d.: see simroll.certify.rollouts.calibration_specs",
+        },
+        rollouts=source.rollouts,
+        config_hashes=hashes,
+        provenance=provenance(OmegaConf.to_container(cfg, resolve=True)),
+    )
+    paths = certificate.write(output_dir)
+    print(certificate.to_markdown())
+    print(f"certificate: {paths['json']}, {paths['markdown']}, plot: {paths['plot']}")
+    return certificate
+
+
+@hydra.main(config_path=CONFIG_DIR, config_name="certify", version_base="1.3")
+def _hydra_main(cfg: DictConfig) -> None:
+    try:
+        run(cfg)
+    except ConfigError as exc:
+        print(f"simroll certify: config error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except CertifyError as exc:
+        print(f"simroll certify: {exc}", file=sys.stderr)
+        sys.exit(1)
+
+
+def main() -> None:
+    _hydra_main()
