@@ -71,50 +71,71 @@ class TactileSensor:
         tv = np.linspace(self.half_height, -self.half_height, rows)
         self.taxel_v, self.taxel_u = np.meshgrid(tv, tu, indexing="ij")
 
-    def _touches_object(self, contact) -> bool:
-        if self.flex >= 0:
-            return self.flex in (contact.flex[0], contact.flex[1])
-        return self.object_geom in (contact.geom[0], contact.geom[1])
-
     def read(self, data: mujoco.MjData) -> TactileReading:
         force = np.zeros((2, self.rows, self.cols), dtype=np.float64)
         markers = np.zeros((2, self.marker_uv.shape[0], 2), dtype=np.float64)
         net = np.zeros((2, 3))
         count = 0
-        for i in range(data.ncon):
-            contact = data.contact[i]
-            geoms = (contact.geom[0], contact.geom[1])
-            finger = next((k for k, g in enumerate(self.pad_geoms) if g in geoms), None)
-            if finger is None or not self._touches_object(contact):
+        if data.ncon == 0:
+            return TactileReading(force.astype(np.float32), markers.astype(np.float32), net, 0)
+        contacts = data.contact
+        geoms = contacts.geom
+        if self.flex >= 0:
+            on_object = (contacts.flex == self.flex).any(axis=1)
+        else:
+            on_object = (geoms == self.object_geom).any(axis=1)
+        for finger, pad in enumerate(self.pad_geoms):
+            index = np.flatnonzero(on_object & (geoms == pad).any(axis=1))
+            if index.size == 0:
                 continue
-            count += 1
-            mujoco.mj_contactForce(self.model, data, i, self._force6)
-            frame = contact.frame.reshape(3, 3)  # rows: normal, tangent1, tangent2
-            world_force = frame.T @ self._force6[:3]
-            # contact normal points from geom[0] to geom[1]; make force act on the pad
-            sign = -1.0 if geoms[0] == self.pad_geoms[finger] else 1.0
-            world_force = sign * world_force
-            net[finger] += world_force
-            pad_rot = data.geom_xmat[self.pad_geoms[finger]].reshape(3, 3)
-            local = pad_rot.T @ (contact.pos - data.geom_xpos[self.pad_geoms[finger]])
-            local_force = pad_rot.T @ world_force
-            u, v = local[0], local[2]
-            self._splat(force[finger], u, v, abs(self._force6[0]))
-            shear = np.array([local_force[0], local_force[2]])
-            weights = np.exp(
-                -((self.marker_uv - (u, v)) ** 2).sum(axis=1) / (2 * GEL_KERNEL_SIGMA**2)
+            count += index.size
+            # contact-frame force (normal, tangent1, tangent2), as mj_contactForce gives it
+            local_contact_force = self._contact_forces(data, index)
+            frames = contacts.frame[index].reshape(-1, 3, 3)  # rows: normal, tangent1, tangent2
+            world_force = np.einsum("nij,ni->nj", frames, local_contact_force)
+            # the contact normal points from geom[0] to geom[1]: make each force act on the pad
+            sign = np.where(geoms[index, 0] == pad, -1.0, 1.0)
+            world_force *= sign[:, None]
+            net[finger] = world_force.sum(axis=0)
+            pad_rot = data.geom_xmat[pad].reshape(3, 3)
+            local_pos = (contacts.pos[index] - data.geom_xpos[pad]) @ pad_rot
+            local_force = world_force @ pad_rot
+            u, v = local_pos[:, 0], local_pos[:, 2]
+            footprint = np.exp(
+                -(
+                    (self.taxel_u.ravel()[None] - u[:, None]) ** 2
+                    + (self.taxel_v.ravel()[None] - v[:, None]) ** 2
+                )
+                / (2 * GEL_PRESSURE_SIGMA**2)
             )
-            markers[finger] += GEL_SHEAR_COMPLIANCE_MM_PER_N * weights[:, None] * shear[None, :]
+            totals = footprint.sum(axis=1, keepdims=True)
+            footprint = np.divide(footprint, totals, out=np.zeros_like(footprint), where=totals > 0)
+            normal = np.abs(local_contact_force[:, 0])
+            force[finger] = (normal @ footprint).reshape(self.rows, self.cols)
+            drag = np.exp(
+                -((self.marker_uv[None] - np.stack([u, v], axis=1)[:, None]) ** 2).sum(axis=2)
+                / (2 * GEL_KERNEL_SIGMA**2)
+            )
+            shear = np.stack([local_force[:, 0], local_force[:, 2]], axis=1)
+            markers[finger] = GEL_SHEAR_COMPLIANCE_MM_PER_N * drag.T @ shear
         return TactileReading(force.astype(np.float32), markers.astype(np.float32), net, count)
 
-    def _splat(self, image: np.ndarray, u: float, v: float, value: float) -> None:
-        """Spread one contact's normal force over the taxels with the gel's Gaussian footprint
-        (weights normalised over the pad, so the image still sums to the total normal force)."""
-        weights = np.exp(-((self.taxel_u - u) ** 2 + (self.taxel_v - v) ** 2)
-                         / (2 * GEL_PRESSURE_SIGMA**2))
-        total = weights.sum()
-        if total > 0:
-            image += value * weights / total
+    def _contact_forces(self, data: mujoco.MjData, index: np.ndarray) -> np.ndarray:
+        """(n, 3) normal and tangential forces of contacts ``index`` in their contact frames.
+
+        With elliptic cones (the soft scene's setting) these are the contact's first three
+        constraint forces; otherwise ``mj_contactForce`` converts pyramidal ones."""
+        if self.model.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC:
+            address = data.contact.efc_address[index]
+            forces = np.zeros((index.size, 3))
+            valid = address >= 0
+            forces[valid] = data.efc_force[address[valid, None] + np.arange(3)]
+            return forces
+        forces = np.zeros((index.size, 3))
+        for row, i in enumerate(index):
+            mujoco.mj_contactForce(self.model, data, int(i), self._force6)
+            forces[row] = self._force6[:3]
+        return forces
 
 
 def tactile_to_rgb(
