@@ -7,14 +7,14 @@ export MUJOCO_GL ?= egl
 
 .PHONY: demo test test-slow lint format bench clean-venv
 
-$(STAMP): pyproject.toml plugins/lerobot_env_simroll/pyproject.toml
+$(STAMP): pyproject.toml plugins/lerobot_env_simroll/pyproject.toml plugins/lerobot_policy_simvla/pyproject.toml
 	@if [[ ! -x $(PY) ]]; then \
 	  py=$$(scripts/find_python.sh) || exit 1; \
 	  echo "creating $(VENV) with $$py"; \
 	  "$$py" -m venv $(VENV) || exit 1; \
 	fi
 	$(PY) -m pip install --upgrade --quiet pip
-	$(PY) -m pip install -e '.[dev]' -e plugins/lerobot_env_simroll
+	$(PY) -m pip install -e '.[dev]' -e plugins/lerobot_env_simroll -e plugins/lerobot_policy_simvla
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -11,6 +11,7 @@ features.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,18 @@ class LeRobotPolicy:
         batch = self.preprocessor(self.batch(obs))
         chunk = self.policy.predict_action_chunk(batch)
         return np.clip(self.postprocessor(chunk).squeeze(0).cpu().numpy(), -1.0, 1.0)
+
+
+@functools.cache
+def register_policy_types() -> None:
+    """Make non-built-in LeRobot policy types known to LeRobot's config registry: simroll's own
+    ``simvla`` and those of installed ``lerobot_policy_*`` plugins (LeRobot's CLIs do the latter
+    themselves). Idempotent; call before resolving a policy type by name."""
+    from lerobot.utils.import_utils import register_third_party_plugins
+
+    import simroll.policies.vla  # noqa: F401 - registers the "simvla" policy type
+
+    register_third_party_plugins()
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
@@ -128,12 +141,14 @@ def load_policy(
     """Load the checkpoint at ``path`` for ``env`` (Hydra calls this with ``_partial_``).
 
     ``overrides`` changes inference-time config fields (e.g. ``num_inference_steps``,
-    ``n_action_steps``); other keyword arguments (a training recipe in the same config file) are
+    ``n_action_steps``; for SimVLA also ``num_flow_steps``, ``keep_visual_tokens`` and
+    ``quantize_int8``); other keyword arguments (a training recipe in the same config file) are
     ignored here.
     """
     from lerobot.configs.policies import PreTrainedConfig
     from lerobot.policies.factory import get_policy_class, make_pre_post_processors
 
+    register_policy_types()
     path = resolve_checkpoint(path)
     raw = _read_config(path)
     check_compatible(raw, env.observation_space, path)

@@ -45,7 +45,7 @@ class TrainConfig:
     log_every: int = 50
     checkpoint_every: int = 1000
     num_workers: int = 0
-    threads: int = 2
+    threads: int = 1
     memoize: bool = True  # keep decoded items in memory across epochs
 
 
@@ -53,6 +53,9 @@ def _policy_config(cfg: TrainConfig, ds_meta):
     from lerobot.policies.factory import make_policy_config
     from lerobot.utils.feature_utils import dataset_to_policy_features
 
+    from simroll.policies.lerobot import register_policy_types
+
+    register_policy_types()  # policy types outside LeRobot itself (simvla, plugins)
     overrides = {"device": "cpu", "push_to_hub": False, **cfg.policy_overrides}
     if cfg.policy_type in ("diffusion", "act"):
         overrides.setdefault("pretrained_backbone_weights", None)

@@ -1,0 +1,239 @@
+"""Configuration of SimVLA, simroll's small vision-language-action policy (LeRobot type ``simvla``).
+
+``SimVLAConfig`` is a LeRobot ``PreTrainedConfig`` registered under the choice name ``simvla``, so
+``make_policy_config("simvla", ...)``, ``PreTrainedConfig.from_pretrained`` and LeRobot's CLIs
+(``--policy.type=simvla``, through the ``lerobot_policy_simvla`` plugin) all find it. Besides the
+architecture it holds the inference-time acceleration knobs that certification varies through
+``load_policy(..., overrides={...})``: ``num_flow_steps`` (Euler steps of the flow-matching head),
+``n_action_steps`` (actions executed per predicted chunk), ``keep_visual_tokens`` (patch tokens
+kept per camera, ranked by feature norm) and ``quantize_int8`` (dynamic int8 quantization of
+every ``nn.Linear`` after the weights are loaded).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lerobot.configs import FeatureType, NormalizationMode, PreTrainedConfig
+from lerobot.optim import AdamWConfig
+from lerobot.optim.schedulers import CosineDecayWithWarmupSchedulerConfig
+
+# The instruction vocabulary: every word of simroll's task templates and object names, plus common
+# manipulation words so that paraphrases mostly stay in-vocabulary. Anything else maps to <unk>.
+DEFAULT_VOCABULARY = (
+    # simroll's task templates and objects
+    "pick up the and lift it gently put on green target squeeze firmly but carefully "
+    "sponge tofu foam cylinder dumpling "
+    # general manipulation language
+    "a an to of in into onto from with at off over under near by then place move push pull "
+    "grasp grab hold release drop open close press lower raise slide rotate turn stack "
+    "left right front back top bottom middle center side red blue yellow white black orange "
+    "soft hard slowly quickly lightly gentle firm careful without crushing damaging breaking "
+    "object cube ball box block table bowl plate cup tray goal zone area marker"
+).split()
+
+
+@PreTrainedConfig.register_subclass("simvla")
+@dataclass
+class SimVLAConfig(PreTrainedConfig):
+    """SimVLA: patch tokens of each camera, tactile tokens, a proprioception token and the
+    tokenized instruction form the context of a small transformer; a flow-matching action expert
+    (pi0-style) denoises an action chunk of ``chunk_size`` steps while attending to it.
+
+    Inputs are the dataset features named in ``input_features`` (set by the trainer): camera
+    images (``observation.images.*``, square, side divisible by ``patch_size``), the flattened
+    tactile force maps ``tactile_feature`` of shape ``tactile_shape``, ``observation.state`` and the
+    batch's ``task`` strings. Tactile forces are not normalized with dataset statistics (many
+    taxels are never touched in demonstrations, so their std is ~0); the model compresses them
+    with ``log1p(force / tactile_force_scale)`` instead.
+    """
+
+    # Input / output structure.
+    n_obs_steps: int = 1
+    chunk_size: int = 10
+    n_action_steps: int = 5
+
+    normalization_mapping: dict[str, NormalizationMode] = field(
+        default_factory=lambda: {
+            "VISUAL": NormalizationMode.IDENTITY,
+            "STATE": NormalizationMode.MEAN_STD,
+            "ACTION": NormalizationMode.MEAN_STD,
+        }
+    )
+
+    # Vision: a strided conv stem turns each camera image into one token per patch (16 px patches:
+    # 4 x 4 tokens per 64 px camera; 8 px patches give 8 x 8 tokens at ~2.5x the training cost).
+    patch_size: int = 16
+    stem_channels: int = 32
+    keep_visual_tokens: int | None = None  # per camera; None keeps all (acceleration knob)
+
+    # Touch.
+    tactile_feature: str = "observation.tactile"
+    tactile_shape: tuple[int, int, int] = (2, 16, 12)  # fingers, rows, columns
+    tactile_tokens: str = "finger"  # "finger": one token per finger; "row": one per taxel row
+    tactile_force_scale: float = 0.01
+
+    # Language: a word-level tokenizer over a fixed vocabulary (ids 0 = <pad>, 1 = <unk>).
+    vocabulary: list[str] = field(default_factory=lambda: list(DEFAULT_VOCABULARY))
+    max_instruction_tokens: int = 16
+
+    # Transformer.
+    dim_model: int = 128
+    n_heads: int = 4
+    n_encoder_layers: int = 2
+    n_decoder_layers: int = 2
+    ffn_multiplier: int = 4
+    dropout: float = 0.0
+
+    # Flow matching (openpi conventions: t=1 is noise, t=0 the action chunk).
+    num_flow_steps: int = 10
+    time_sampling_beta_alpha: float = 1.5
+    time_sampling_beta_beta: float = 1.0
+    time_sampling_scale: float = 0.999
+    time_sampling_offset: float = 0.001
+    min_period: float = 4e-3
+    max_period: float = 4.0
+
+    # Inference-only: quantize every nn.Linear to int8 (dynamic) after loading the weights.
+    quantize_int8: bool = False
+
+    # Training presets.
+    optimizer_lr: float = 3e-4
+    optimizer_betas: tuple[float, float] = (0.9, 0.95)
+    optimizer_eps: float = 1e-8
+    optimizer_weight_decay: float = 1e-4
+    optimizer_grad_clip_norm: float = 1.0
+    scheduler_warmup_steps: int = 200
+    scheduler_decay_steps: int = 30_000
+    scheduler_decay_lr: float = 3e-5
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.check()
+
+    def check(self) -> None:
+        """Raise ``ValueError`` for inconsistent values (also run when a policy is built, after
+        inference overrides have been applied with ``setattr``)."""
+        positive = {
+            "chunk_size": self.chunk_size,
+            "n_action_steps": self.n_action_steps,
+            "num_flow_steps": self.num_flow_steps,
+            "dim_model": self.dim_model,
+            "n_heads": self.n_heads,
+            "n_decoder_layers": self.n_decoder_layers,
+            "max_instruction_tokens": self.max_instruction_tokens,
+            "stem_channels": self.stem_channels,
+        }
+        for name, value in positive.items():
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        if self.n_encoder_layers < 0:
+            raise ValueError(f"n_encoder_layers must be >= 0, got {self.n_encoder_layers!r}")
+        if self.n_action_steps > self.chunk_size:
+            raise ValueError(
+                f"n_action_steps ({self.n_action_steps}) must be <= chunk_size ({self.chunk_size})"
+            )
+        if self.n_obs_steps != 1:
+            raise ValueError(
+                f"SimVLA reads one observation step, got n_obs_steps={self.n_obs_steps}"
+            )
+        if self.dim_model % self.n_heads or self.dim_model % 2:
+            raise ValueError(
+                f"dim_model ({self.dim_model}) must be even and divisible by n_heads "
+                f"({self.n_heads})"
+            )
+        if self.patch_size < 8 or self.patch_size & (self.patch_size - 1):
+            raise ValueError(f"patch_size must be a power of two >= 8, got {self.patch_size!r}")
+        if self.keep_visual_tokens is not None and (
+            not isinstance(self.keep_visual_tokens, int) or self.keep_visual_tokens < 1
+        ):
+            raise ValueError(
+                f"keep_visual_tokens must be None or an integer >= 1, got "
+                f"{self.keep_visual_tokens!r}"
+            )
+        if self.tactile_tokens not in ("row", "finger"):
+            raise ValueError(
+                f"tactile_tokens must be 'row' or 'finger', got {self.tactile_tokens!r}"
+            )
+        if not self.tactile_force_scale > 0:
+            raise ValueError(f"tactile_force_scale must be > 0, got {self.tactile_force_scale!r}")
+        if len(set(self.vocabulary)) != len(self.vocabulary):
+            raise ValueError("vocabulary has repeated words")
+
+    # ------------------------------------------------------------------ LeRobot protocol
+    def get_optimizer_preset(self) -> AdamWConfig:
+        return AdamWConfig(
+            lr=self.optimizer_lr,
+            betas=self.optimizer_betas,
+            eps=self.optimizer_eps,
+            weight_decay=self.optimizer_weight_decay,
+            grad_clip_norm=self.optimizer_grad_clip_norm,
+        )
+
+    def get_scheduler_preset(self) -> CosineDecayWithWarmupSchedulerConfig:
+        return CosineDecayWithWarmupSchedulerConfig(
+            peak_lr=self.optimizer_lr,
+            decay_lr=self.scheduler_decay_lr,
+            num_warmup_steps=self.scheduler_warmup_steps,
+            num_decay_steps=self.scheduler_decay_steps,
+        )
+
+    def validate_features(self) -> None:
+        """Check the input features against what the model can read (called when it is built)."""
+        images = self.image_features
+        if not images and self.robot_state_feature is None:
+            raise ValueError("SimVLA needs at least one camera image or observation.state as input")
+        if len({tuple(feature.shape) for feature in images.values()}) > 1:
+            shapes = {key: tuple(feature.shape) for key, feature in images.items()}
+            raise ValueError(f"SimVLA needs all camera images of one shape, got {shapes}")
+        for key, feature in images.items():
+            channels, height, width = feature.shape
+            if channels != 3 or height != width or height % self.patch_size:
+                raise ValueError(
+                    f"{key} must be a square RGB image with a side divisible by patch_size "
+                    f"{self.patch_size}, got shape {tuple(feature.shape)}"
+                )
+            if (
+                self.keep_visual_tokens is not None
+                and self.keep_visual_tokens > (height // self.patch_size) ** 2
+            ):
+                raise ValueError(
+                    f"keep_visual_tokens ({self.keep_visual_tokens}) exceeds the "
+                    f"{(height // self.patch_size) ** 2} patch tokens of {key}"
+                )
+        tactile = (self.input_features or {}).get(self.tactile_feature)
+        if tactile is not None:
+            expected = self.tactile_shape[0] * self.tactile_shape[1] * self.tactile_shape[2]
+            if tuple(tactile.shape) != (expected,):
+                raise ValueError(
+                    f"{self.tactile_feature} must have shape ({expected},) for tactile_shape "
+                    f"{tuple(self.tactile_shape)}, got {tuple(tactile.shape)}"
+                )
+        unsupported = [
+            key
+            for key, feature in (self.input_features or {}).items()
+            if feature.type not in (FeatureType.VISUAL, FeatureType.STATE)
+            or (
+                feature.type is FeatureType.STATE
+                and key not in ("observation.state", self.tactile_feature)
+            )
+        ]
+        if unsupported:
+            raise ValueError(
+                f"SimVLA reads camera images, observation.state and {self.tactile_feature}; "
+                f"it cannot read {unsupported}"
+            )
+        if self.action_feature is None:
+            raise ValueError("SimVLA needs an 'action' output feature")
+
+    @property
+    def observation_delta_indices(self) -> None:
+        return None
+
+    @property
+    def action_delta_indices(self) -> list[int]:
+        return list(range(self.chunk_size))
+
+    @property
+    def reward_delta_indices(self) -> None:
+        return None

@@ -1,0 +1,251 @@
+"""SimVLA: trains through simroll's trainer, reloads exactly, listens to the instruction, and its
+acceleration knobs (fewer flow steps, token pruning, int8, longer action runs) still act."""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import simroll.envs  # noqa: F401
+from simroll.policies.lerobot import PolicyLoadError, load_policy
+from simroll.rollout.dataset import dataset_features, observation_frame
+from simroll.train.trainer import TrainConfig, train
+
+IMAGE_SIZE = 32
+TASKS = ("pick up the sponge and lift it gently", "squeeze the sponge firmly but carefully")
+INPUTS = [
+    "observation.images.scene",
+    "observation.images.wrist",
+    "observation.tactile",
+    "observation.state",
+]
+TINY_VLA = {
+    "chunk_size": 4,
+    "n_action_steps": 2,
+    "patch_size": 16,
+    "stem_channels": 8,
+    "dim_model": 32,
+    "n_heads": 2,
+    "n_encoder_layers": 1,
+    "n_decoder_layers": 1,
+    "num_flow_steps": 4,
+    "optimizer_lr": 3e-3,
+    "scheduler_warmup_steps": 0,
+    "scheduler_decay_steps": 100,
+}
+
+
+@pytest.fixture(scope="module")
+def env():
+    env = gym.make("simroll/SoftLift-v0", object="sponge", obs_mode="full", image_size=IMAGE_SIZE)
+    yield env
+    env.close()
+
+
+def synthetic_observation(rng: np.random.Generator, state: np.ndarray, task: str) -> dict:
+    """A simroll observation with random pixels and touch (what the recorder turns into frames)."""
+    return {
+        "pixels": {
+            camera: rng.integers(0, 256, (IMAGE_SIZE, IMAGE_SIZE, 3), dtype=np.uint8)
+            for camera in ("scene", "wrist")
+        },
+        "tactile": {
+            "force": (rng.random((2, 16, 12)) * 0.02).astype(np.float32),
+            "markers": np.zeros((2, 99, 2), np.float32),
+        },
+        "agent_pos": state.astype(np.float32),
+        "task_description": task,
+    }
+
+
+@pytest.fixture(scope="module")
+def vla_dataset(env, tmp_path_factory):
+    """Two instructions whose actions differ for the same kind of observation: the dz and grip
+    commands follow the instruction, dx follows the hand's x (a smooth drift per episode)."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    root = tmp_path_factory.mktemp("datasets") / "vla_synthetic"
+    features = dataset_features(env.observation_space, use_videos=False, with_tactile_image=False)
+    dataset = LeRobotDataset.create(
+        "simroll/vla_synthetic", fps=20, features=features, root=root, use_videos=False
+    )
+    rng = np.random.default_rng(0)
+    for episode in range(6):
+        task = TASKS[episode % 2]
+        sign = 1.0 if episode % 2 == 0 else -1.0
+        start = rng.uniform(-0.5, 0.5, 10)
+        for step in range(16):
+            state = start + 0.02 * step
+            frame = observation_frame(synthetic_observation(rng, state, task), None)
+            frame["action"] = np.array(
+                [np.tanh(state[0]), 0.0, 0.6 * sign, 0.0, -0.8 * sign], dtype=np.float32
+            )
+            frame["eval.deformation"] = np.zeros(1, np.float32)
+            frame["task"] = task
+            dataset.add_frame(frame)
+        dataset.save_episode(parallel_encoding=False)
+    dataset.finalize()
+    return root
+
+
+@pytest.fixture(scope="module")
+def trained(vla_dataset, tmp_path_factory):
+    out = tmp_path_factory.mktemp("train_vla")
+    summary = train(
+        TrainConfig(
+            str(vla_dataset),
+            str(out),
+            "simvla",
+            INPUTS,
+            TINY_VLA,
+            steps=40,
+            batch_size=16,
+            log_every=10,
+            checkpoint_every=40,
+            threads=1,
+        ),
+        progress=False,
+    )
+    return out / "checkpoints" / "last", summary
+
+
+@pytest.fixture(scope="module")
+def observation(env):
+    obs, _ = env.reset(seed=3)
+    return obs
+
+
+def test_training_through_the_simroll_trainer_reduces_the_flow_loss(trained):
+    checkpoint, summary = trained
+    assert summary["policy_type"] == "simvla" and summary["parameters"] > 0
+    assert summary["final_loss"] < 0.7 * summary["first_loss"]
+    for name in ("config.json", "model.safetensors", "policy_preprocessor.json"):
+        assert (checkpoint / name).is_file()
+
+
+def test_checkpoint_reloads_to_identical_action_chunks(trained, env, observation):
+    checkpoint, _ = trained
+    chunks = []
+    for _ in range(2):
+        policy = load_policy(env, checkpoint)
+        torch.manual_seed(0)  # the flow's starting noise
+        chunks.append(policy.predict_action_chunk(observation))
+    assert chunks[0].shape == (TINY_VLA["chunk_size"], 5)
+    np.testing.assert_array_equal(chunks[0], chunks[1])
+    torch.manual_seed(1)
+    assert not np.array_equal(chunks[0], policy.predict_action_chunk(observation))
+
+
+def test_the_instruction_changes_the_action_chunk(trained, env, observation):
+    policy = load_policy(env, checkpoint := trained[0])
+    chunks = {}
+    for task in TASKS:
+        torch.manual_seed(0)
+        chunks[task] = policy.predict_action_chunk({**observation, "task_description": task})
+    lift, squeeze = chunks[TASKS[0]], chunks[TASKS[1]]
+    assert np.abs(lift - squeeze).max() > 1e-3
+    # Trained on instruction-dependent demonstrations, the grip follows the instruction.
+    assert lift[:, 4].mean() < squeeze[:, 4].mean(), (checkpoint, lift, squeeze)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"num_flow_steps": 1},
+        {"keep_visual_tokens": 2},
+        {"quantize_int8": True},
+        {"n_action_steps": 4},
+        {"num_flow_steps": 2, "keep_visual_tokens": 1, "quantize_int8": True},
+    ],
+    ids=["1-flow-step", "prune-visual", "int8", "long-runs", "all"],
+)
+def test_acceleration_knobs_give_finite_actions_in_the_env(trained, env, overrides):
+    policy = load_policy(env, trained[0], overrides=overrides)
+    for key, value in overrides.items():
+        assert getattr(policy.policy.config, key) == value
+    calls = 0
+    predict = policy.policy.predict_action_chunk
+
+    def counting(*args, **kwargs):
+        nonlocal calls
+        calls += 1
+        return predict(*args, **kwargs)
+
+    policy.policy.predict_action_chunk = counting
+    obs, _ = env.reset(seed=5)
+    policy.reset()
+    for _ in range(4):
+        action = policy.select_action(obs)
+        assert action.shape == (5,) and np.all(np.isfinite(action)) and np.all(np.abs(action) <= 1)
+        obs, *_ = env.step(action)
+    assert calls == 4 // policy.policy.config.n_action_steps
+
+
+def test_int8_quantization_replaces_the_linear_layers_and_refuses_to_save(trained, env, tmp_path):
+    from simroll.policies.vla.modeling_simvla import QuantizedPolicyError
+
+    policy = load_policy(env, trained[0], overrides={"quantize_int8": True}).policy
+    quantized = torch.ao.nn.quantized.dynamic.Linear
+    assert any(isinstance(module, quantized) for module in policy.modules())
+    assert not any(type(module) is torch.nn.Linear for module in policy.modules())
+    with pytest.raises(QuantizedPolicyError):
+        policy.save_pretrained(tmp_path / "int8")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"n_action_steps": 5}, "n_action_steps"),
+        ({"num_flow_steps": 0}, "num_flow_steps"),
+        ({"keep_visual_tokens": 5}, "keep_visual_tokens"),
+    ],
+)
+def test_impossible_knob_settings_are_refused_at_load(trained, env, overrides, message):
+    with pytest.raises(PolicyLoadError, match=message):
+        load_policy(env, trained[0], overrides=overrides)
+
+
+def test_lerobot_resolves_simvla_through_the_plugin():
+    import lerobot_policy_simvla
+    from lerobot.configs import FeatureType, PolicyFeature
+    from lerobot.policies.factory import (
+        get_policy_class,
+        make_policy_config,
+        make_pre_post_processors,
+    )
+
+    assert (
+        importlib.metadata.distribution("lerobot_policy_simvla")
+        .metadata["Name"]
+        .startswith("lerobot_policy_")
+    )  # the prefix LeRobot's register_third_party_plugins imports
+    assert get_policy_class("simvla") is lerobot_policy_simvla.SimVLAPolicy
+    config = make_policy_config(
+        "simvla",
+        device="cpu",
+        input_features={"observation.state": PolicyFeature(FeatureType.STATE, (10,))},
+        output_features={"action": PolicyFeature(FeatureType.ACTION, (5,))},
+    )
+    stats = {
+        "observation.state": {"mean": torch.zeros(10), "std": torch.ones(10)},
+        "action": {"mean": torch.zeros(5), "std": 2 * torch.ones(5)},
+    }
+    preprocessor, postprocessor = make_pre_post_processors(config, dataset_stats=stats)
+    policy = get_policy_class("simvla")(config)
+    batch = preprocessor({"observation.state": torch.zeros(10), "task": "lift the tofu"})
+    assert batch["task"] == ["lift the tofu"]
+    assert postprocessor(policy.select_action(batch)).shape == (1, 5)
+
+
+def test_word_tokenizer_maps_unknown_words_and_trims_padding():
+    from simroll.policies.vla.modeling_simvla import PAD_ID, UNK_ID, WordTokenizer
+
+    tokenizer = WordTokenizer(["pick", "up", "the", "sponge"], max_tokens=4)
+    tokens = tokenizer(["Pick up the SPONGE, gently!", "the"])
+    assert tokens.tolist() == [[2, 3, 4, 5], [4, PAD_ID, PAD_ID, PAD_ID]]
+    assert tokenizer(["wibble"]).tolist() == [[UNK_ID]]
+    assert tokenizer([""]).tolist() == [[PAD_ID]]
