@@ -136,6 +136,7 @@ def load_policy(
     path: str | Path,
     device: str = "cpu",
     overrides: dict | None = None,
+    threads: int | None = 1,
     **_training_recipe: Any,
 ) -> LeRobotPolicy:
     """Load the checkpoint at ``path`` for ``env`` (Hydra calls this with ``_partial_``).
@@ -143,12 +144,15 @@ def load_policy(
     ``overrides`` changes inference-time config fields (e.g. ``num_inference_steps``,
     ``n_action_steps``; for SimVLA also ``num_flow_steps``, ``keep_visual_tokens`` and
     ``quantize_int8``); other keyword arguments (a training recipe in the same config file) are
-    ignored here.
+    ignored here. ``threads`` sets torch's intra-op threads for inference (one by default: on
+    a small shared machine more threads thrash; ``None`` leaves torch's setting alone).
     """
     from lerobot.configs.policies import PreTrainedConfig
     from lerobot.policies.factory import get_policy_class, make_pre_post_processors
 
     register_policy_types()
+    if threads is not None:
+        torch.set_num_threads(threads)
     path = resolve_checkpoint(path)
     raw = _read_config(path)
     check_compatible(raw, env.observation_space, path)
