@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export MUJOCO_GL ?= egl
 
-.PHONY: demo test test-slow lint format bench clean-venv
+.PHONY: demo test test-slow lint format bench clean-venv browser
 
 $(STAMP): pyproject.toml plugins/lerobot_env_simroll/pyproject.toml plugins/lerobot_policy_simvla/pyproject.toml
 	@if [[ ! -x $(PY) ]]; then \
@@ -20,8 +20,20 @@ $(STAMP): pyproject.toml plugins/lerobot_env_simroll/pyproject.toml plugins/lero
 demo: $(STAMP)
 	$(VENV)/bin/simroll demo
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(PY) -m pytest -q
+
+# Headless chromium + chromedriver for the report's browser tests. Never fails the build: without
+# apt-get or root the browser tests skip, saying why.
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then exit 0; fi; \
+	sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo -n"; \
+	if command -v apt-get >/dev/null && $$sudo apt-get update -qq && \
+	   $$sudo apt-get install -y -qq chromium chromium-driver >/dev/null; then \
+	  echo "browser: installed chromium and chromium-driver"; \
+	else \
+	  echo "browser: could not install chromium (no apt-get or no root); browser tests will skip"; \
+	fi
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow

@@ -42,6 +42,7 @@ from simroll.certify.sequential import EProcessTest, run_sequential  # noqa: E40
 from simroll.certify.settings import CareSettings, CertifyError  # noqa: E402
 from simroll.envs.soft import TASKS  # noqa: E402
 from simroll.envs.variations import VARIATIONS  # noqa: E402
+from simroll.report import write_html_report_or_warn  # noqa: E402
 from simroll.rollout.backends import BACKENDS, EpisodeJob  # noqa: E402
 from simroll.rollout.episode import EnvConfig, config_hash  # noqa: E402
 
@@ -207,6 +208,7 @@ def run(cfg: DictConfig) -> Certificate:
     paths = certificate.write(output_dir)
     print(certificate.to_markdown())
     print(f"certificate: {paths['json']}, {paths['markdown']}, plot: {paths['plot']}")
+    write_html_report_or_warn(output_dir)  # never raises: a page failure is only a warning
     return certificate
 
 

@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf  # noqa: E402
 from simroll.assets import list_objects  # noqa: E402
 from simroll.envs.soft import TASKS  # noqa: E402
 from simroll.envs.variations import VARIATIONS  # noqa: E402
+from simroll.report import write_html_report_or_warn  # noqa: E402
 from simroll.rollout.backends import BACKENDS, EpisodeJob  # noqa: E402
 from simroll.rollout.episode import (  # noqa: E402
     EnvConfig,
@@ -163,6 +164,7 @@ def run(cfg: DictConfig) -> str:
             f"{recorder.frames_written} frames)"
         )
     print(f"report: {run_dir / 'summary.md'}, plot: {run_dir / 'tolerance_curve.png'}")
+    write_html_report_or_warn(run_dir)  # never raises: a page failure is only a warning
     return table
 
 

@@ -17,6 +17,7 @@ COMMANDS = {
     "train": "simroll.cli.train:main",
     "collect": "simroll.cli.collect:main",
     "certify": "simroll.cli.certify:main",
+    "report": "simroll.cli.report:main",
 }
 
 
