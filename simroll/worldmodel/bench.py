@@ -1,0 +1,443 @@
+"""The round-trip benchmark: how well C_i tracks, calibrates and flags the true rollout error.
+
+``bench`` cuts windows from the calibration, held-out test and shifted splits, rolls the
+bidirectional model (and, on the test split, the forward-only specialist) over them, and reports:
+Spearman correlation of C_i with E_i at fixed depth and within trajectories; the calibrator
+(fitted on the calibration split) and a depth-only baseline; AUROC of C_i for each shifted
+regime, beside the true error's own AUROC (the ceiling of any faithful error proxy) and a
+sampling-dispersion baseline; selective prediction at a coverage; forward accuracy of one
+bidirectional model vs the forward-only specialist. It writes ``results.json``,
+``windows/<split>.npz`` (per-window C_i, E_i), ``trust_log.jsonl`` (the trust rows of the test
+rollouts, as every world-model rollout carries them) and figures, and stores the calibrator and
+the abstention threshold with the bidirectional model.
+
+Why the calibrator is fitted on the calibration split (episodes the world model did not train on)
+rather than on the training rollouts: on its own training transitions the model is more accurate
+than anywhere else, so a calibrator fitted there predicts too-small errors; the results report
+that variant too (``calibration.fit_on_train_instead``), and ``calibrate_on=train`` selects it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simroll.rollout.store import write_json_atomic
+from simroll.worldmodel.calibrate import RoundTripCalibrator
+from simroll.worldmodel.data import vertex_positions
+from simroll.worldmodel.evaluate import (
+    WindowResults,
+    Windows,
+    auroc,
+    evaluate_windows,
+    make_windows,
+    selective_error,
+    spearman,
+    within_trajectory_spearman,
+)
+from simroll.worldmodel.latent import StateLatent
+from simroll.worldmodel.model import DiffusionWorldModel
+from simroll.worldmodel.pipeline import RoundTripConfig, load_split, split_summary
+from simroll.worldmodel.roundtrip import RoundTripWorldModel
+
+
+@dataclass
+class SplitEval:
+    windows: Windows
+    bidirectional: WindowResults
+    forward: WindowResults | None = None
+
+
+def bench(config: RoundTripConfig, out: Path, log: Callable[[str], None] = print) -> dict:
+    """Measure C_i against E_i on held-out windows; write results.json, figures, trust log."""
+    start_time = time.perf_counter()
+    bidirectional = RoundTripWorldModel.load(out / "models" / "bidirectional")
+    forward_only = DiffusionWorldModel.load(out / "models" / "forward")
+    latent, model = bidirectional.latent, bidirectional.model
+    b = config.bench
+    evals: dict[str, SplitEval] = {}
+    names = [config.bench.calibrate_on, "test", *config.ood_splits]
+    for name in dict.fromkeys(names):
+        split = load_split(out, name)
+        windows = make_windows(split, latent, b.depth, b.stride)
+        start = time.perf_counter()
+        result = evaluate_windows(
+            model, latent, windows, b.seed, dispersion_samples=b.dispersion_samples
+        )
+        forward = None
+        if name == "test":
+            forward = evaluate_windows(forward_only, latent, windows, b.seed, with_roundtrip=False)
+        evals[name] = SplitEval(windows, result, forward)
+        _save_windows(out / "windows" / f"{name}.npz", evals[name])
+        log(f"bench: {name}: {len(windows)} windows in {time.perf_counter() - start:.0f} s")
+    eval_s = time.perf_counter() - start_time
+
+    depths = np.arange(b.depth + 1)
+    test = evals["test"]
+    fit_on = evals[b.calibrate_on]
+    calibrator = _fit(fit_on.bidirectional, depths, "roundtrip")
+    depth_only = _fit(fit_on.bidirectional, depths, "depth")
+    c_test, e_test = test.bidirectional.roundtrip[:, 1:], test.bidirectional.error[:, 1:]
+    depth_grid = np.broadcast_to(depths[1:], c_test.shape)
+    calibration = {
+        "fit_on": b.calibrate_on,
+        "fit_samples": calibrator.fitted_on,
+        "coefficients": calibrator.coefficients.tolist(),
+        "roundtrip": calibrator.evaluate(c_test, depth_grid, e_test),
+        "depth_only": depth_only.evaluate(c_test, depth_grid, e_test),
+        "depth_only_coefficients": depth_only.coefficients.tolist(),
+    }
+    calibration["nll_gain_nats"] = (
+        calibration["depth_only"]["nll_nats"] - calibration["roundtrip"]["nll_nats"]
+    )
+    if b.calibrate_on != "train" and (out / "data" / "train.npz").exists():
+        calibration["fit_on_train_instead"] = _train_fit_check(
+            config, out, model, latent, c_test, depth_grid, e_test
+        )
+
+    # selective prediction: pooled over windows and depths 1..D
+    predicted = calibrator.predict(c_test, depth_grid)
+    selective = {
+        "coverage": b.coverage,
+        "roundtrip": selective_error(predicted, e_test, b.coverage, b.seed),
+        "depth_only": selective_error(depth_grid.astype(float), e_test, b.coverage, b.seed),
+        "oracle": selective_error(e_test, e_test, b.coverage, b.seed),
+    }
+    if test.bidirectional.dispersion is not None:
+        selective["dispersion"] = selective_error(
+            test.bidirectional.dispersion[:, 1:], e_test, b.coverage, b.seed
+        )
+    gain = selective["roundtrip"]["error_reduction"]
+    base = selective["depth_only"]["error_reduction"]
+    selective["ratio_to_depth_only"] = gain / base if base > 0 else float("inf")
+    # the abstention threshold: the calibrated estimate that keeps `coverage` of calib windows
+    c_fit = fit_on.bidirectional.roundtrip[:, 1:]
+    fit_predicted = calibrator.predict(c_fit, np.broadcast_to(depths[1:], c_fit.shape))
+    threshold = float(np.quantile(fit_predicted, b.coverage))
+    selective["abstain_above"] = threshold
+    selective["test_coverage_at_threshold"] = float((predicted <= threshold).mean())
+    selective["fixed_depth"] = {
+        "depth": b.depth,
+        "roundtrip": selective_error(c_test[:, -1], e_test[:, -1], b.coverage, b.seed),
+        "oracle": selective_error(e_test[:, -1], e_test[:, -1], b.coverage, b.seed),
+    }
+
+    correlation = {
+        "fixed_depth_latent": {
+            int(i): spearman(test.bidirectional.roundtrip[:, i], test.bidirectional.error[:, i])
+            for i in depths[1:]
+        },
+        "fixed_depth_vertex_mm": {
+            int(i): spearman(
+                test.bidirectional.roundtrip[:, i], test.bidirectional.vertex_error_mm[:, i]
+            )
+            for i in depths[1:]
+        },
+        "within_trajectory": {
+            int(i): within_trajectory_spearman(
+                test.bidirectional.roundtrip[:, i],
+                test.bidirectional.error[:, i],
+                test.windows.episode,
+            )
+            for i in sorted({1, b.depth // 2, b.depth})
+        },
+    }
+    if test.bidirectional.dispersion is not None:
+        correlation["fixed_depth_dispersion_baseline"] = {
+            int(i): spearman(test.bidirectional.dispersion[:, i], test.bidirectional.error[:, i])
+            for i in depths[1:]
+        }
+    ood = {name: _ood(test, evals[name], depths) for name in config.ood_splits}
+    accuracy = _accuracy(test, depths)
+
+    # persist the calibrated model, the trust log of the test rollouts and the figures
+    calibrated = RoundTripWorldModel(latent, model, calibrator, threshold)
+    calibrated.save(out / "models" / "bidirectional")
+    log_start = time.perf_counter()
+    trusted = calibrated.rollout(
+        latent.decode(test.windows.start), test.windows.actions, seed=b.seed
+    )
+    trust_log_s = time.perf_counter() - log_start
+    with open(out / "trust_log.jsonl", "w", encoding="utf-8") as file:
+        for row, episode, step, error in zip(
+            trusted.log_rows(),
+            test.windows.episode,
+            test.windows.step,
+            test.bidirectional.error,
+            strict=True,
+        ):
+            row.update(episode=int(episode), start_step=int(step))
+            row["true_error"] = [round(float(e), 6) for e in error]
+            file.write(json.dumps(row) + "\n")
+    reconstruction_mm = _reconstruction_mm(latent, test.windows)
+
+    results = {
+        "config": _jsonable(asdict(config)),
+        "data": {name: split_summary(load_split(out, name)) for name in _split_names(config)},
+        "latent": {
+            "kind": "pca",
+            "dim": latent.dim,
+            "shape_components": len(latent.components),
+            "explained_variance_ratio": latent.explained_variance_ratio,
+            "test_reconstruction_rms_mm": reconstruction_mm,
+        },
+        "windows": {name: len(e.windows) for name, e in evals.items()},
+        "correlation": correlation,
+        "calibration": calibration,
+        "ood": ood,
+        "selective": selective,
+        "accuracy": accuracy,
+        "runtimes": {
+            "bench_eval_s": eval_s,
+            "trusted_rollout_s_per_window": trust_log_s / len(test.windows),
+            "bench_total_s": time.perf_counter() - start_time,
+        },
+    }
+    results["headline"] = headline(results, config)
+    write_json_atomic(out / "results.json", _jsonable(results))
+    from simroll.worldmodel.report import make_figures
+
+    results["figures"] = [str(p) for p in make_figures(out / "figures", evals, calibrator, results)]
+    write_json_atomic(out / "results.json", _jsonable(results))
+    return results
+
+
+def _save_windows(path: Path, evaluation: SplitEval) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    r = evaluation.bidirectional
+    arrays = {
+        "roundtrip": r.roundtrip,
+        "error": r.error,
+        "vertex_error_mm": r.vertex_error_mm,
+        "episode": evaluation.windows.episode,
+        "start_step": evaluation.windows.step,
+    }
+    if r.dispersion is not None:
+        arrays["dispersion"] = r.dispersion
+    if evaluation.forward is not None:
+        arrays["forward_only_error"] = evaluation.forward.error
+    np.savez_compressed(path, **arrays)
+
+
+def _split_names(config: RoundTripConfig) -> list[str]:
+    return [s.name for s in config.splits]
+
+
+def _fit(results: WindowResults, depths: np.ndarray, features: str) -> RoundTripCalibrator:
+    c, e = results.roundtrip[:, 1:], results.error[:, 1:]
+    return RoundTripCalibrator.fit(c, np.broadcast_to(depths[1:], c.shape), e, features)
+
+
+def _train_fit_check(config, out, model, latent, c_test, depth_grid, e_test) -> dict:
+    """Calibrator fitted on windows of the training split (what the model learned from)."""
+    b = config.bench
+    windows = make_windows(load_split(out, "train"), latent, b.depth, max(b.stride, 4))
+    result = evaluate_windows(model, latent, windows, b.seed)
+    calibrator = _fit(result, np.arange(b.depth + 1), "roundtrip")
+    return calibrator.evaluate(c_test, depth_grid, e_test)
+
+
+def _ood(test: SplitEval, shifted: SplitEval, depths: np.ndarray) -> dict:
+    ours, theirs = test.bidirectional, shifted.bidirectional
+    result: dict[str, Any] = {
+        "windows": len(shifted.windows),
+        "window_auroc": {
+            int(i): auroc(ours.roundtrip[:, i], theirs.roundtrip[:, i]) for i in depths[1:]
+        },
+        "window_auroc_true_error": {
+            int(i): auroc(ours.error[:, i], theirs.error[:, i]) for i in depths[1:]
+        },
+        "mean_true_error_ratio": {
+            int(i): float(theirs.error[:, i].mean() / ours.error[:, i].mean()) for i in depths[1:]
+        },
+    }
+    if ours.dispersion is not None:
+        result["window_auroc_dispersion_baseline"] = {
+            int(i): auroc(ours.dispersion[:, i], theirs.dispersion[:, i]) for i in depths[1:]
+        }
+    # an episode is flagged by the geometric mean of its windows' scores: C_i spans orders of
+    # magnitude, and the quiet windows (object at rest) carry the signal of an unfamiliar
+    # object as much as the busy ones
+    per_episode: dict[str, dict[int, float]] = {}
+    for key, values in (
+        ("roundtrip", "roundtrip"),
+        ("true_error", "error"),
+        ("dispersion_baseline", "dispersion"),
+    ):
+        a, c = getattr(ours, values), getattr(theirs, values)
+        if a is None:
+            continue
+        per_episode[key] = {
+            int(i): auroc(
+                _episode_log_means(a[:, i], test.windows.episode),
+                _episode_log_means(c[:, i], shifted.windows.episode),
+            )
+            for i in depths[1:]
+        }
+    result["episode_auroc"] = per_episode
+    result["episodes"] = int(len(np.unique(shifted.windows.episode)))
+    return result
+
+
+def _episode_log_means(values: np.ndarray, episode: np.ndarray) -> np.ndarray:
+    logs = np.log(np.maximum(values, 1e-9))
+    return np.array([logs[episode == e].mean() for e in np.unique(episode)])
+
+
+def _accuracy(test: SplitEval, depths: np.ndarray) -> dict:
+    bi, fo = test.bidirectional, test.forward
+    result = {
+        "bidirectional_error": {int(i): float(bi.error[:, i].mean()) for i in depths[1:]},
+        "forward_only_error": {int(i): float(fo.error[:, i].mean()) for i in depths[1:]},
+        "bidirectional_vertex_mm": {
+            int(i): float(bi.vertex_error_mm[:, i].mean()) for i in depths[1:]
+        },
+        "forward_only_vertex_mm": {
+            int(i): float(fo.vertex_error_mm[:, i].mean()) for i in depths[1:]
+        },
+    }
+    result["forward_only_over_bidirectional"] = {
+        int(i): result["forward_only_error"][int(i)] / result["bidirectional_error"][int(i)]
+        for i in depths[1:]
+    }
+    return result
+
+
+def _reconstruction_mm(latent: StateLatent, windows: Windows) -> float:
+    states = windows.states[:, 0]
+    vertices = len(latent.shape_mean) // 3
+    a = vertex_positions(latent.decode(latent.encode(states)), vertices)
+    t = vertex_positions(states, vertices)
+    return float(1000 * np.sqrt(((a - t) ** 2).sum(-1).mean()))
+
+
+def headline(results: dict, config: RoundTripConfig) -> dict:
+    """The numbers the issue asks for, at the largest depth D."""
+    depth = config.bench.depth
+    corr = results["correlation"]
+    fixed = list(corr["fixed_depth_latent"].values())
+    within = corr["within_trajectory"][depth]
+    cal = results["calibration"]
+    sel = results["selective"]
+    acc = results["accuracy"]
+    row = {
+        "depth": depth,
+        "spearman_fixed_depth_D": corr["fixed_depth_latent"][depth],
+        "spearman_fixed_depth_range": [float(np.nanmin(fixed)), float(np.nanmax(fixed))],
+        "spearman_within_trajectory_D": [within["mean"], within["std"]],
+        "calibrator_ratio_error_68_95": [
+            cal["roundtrip"]["ratio_error_68"],
+            cal["roundtrip"]["ratio_error_95"],
+        ],
+        "calibrator_coverage_68_95": [
+            cal["roundtrip"]["coverage_68"],
+            cal["roundtrip"]["coverage_95"],
+        ],
+        "depth_only_ratio_error_68_95": [
+            cal["depth_only"]["ratio_error_68"],
+            cal["depth_only"]["ratio_error_95"],
+        ],
+        "nll_gain_over_depth_only_nats": cal["nll_gain_nats"],
+        "error_reduction_at_coverage": sel["roundtrip"]["error_reduction"],
+        "depth_only_error_reduction_at_coverage": sel["depth_only"]["error_reduction"],
+        "forward_only_over_bidirectional_error_D": acc["forward_only_over_bidirectional"][depth],
+    }
+    for name, ood in results["ood"].items():
+        row[f"auroc_{name}_window_D"] = ood["window_auroc"][depth]
+        row[f"auroc_{name}_episode_D"] = ood["episode_auroc"]["roundtrip"][depth]
+    row["goals"] = {
+        "spearman_fixed_depth_ge_0.9": bool(row["spearman_fixed_depth_D"] >= 0.9),
+        "ood_auroc_ge_0.95": {
+            name: bool(row[f"auroc_{name}_episode_D"] >= 0.95) for name in results["ood"]
+        },
+    }
+    return row
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, slice):
+        return [value.start, value.stop]
+    return value
+
+
+def format_table(results: dict) -> str:
+    """The headline numbers as a Markdown table (what the README shows)."""
+    h = results["headline"]
+    d = h["depth"]
+    low, high = h["spearman_fixed_depth_range"]
+    within_mean, within_std = h["spearman_within_trajectory_D"]
+    ratio, ratio_depth = h["calibrator_ratio_error_68_95"], h["depth_only_ratio_error_68_95"]
+    coverage = h["calibrator_coverage_68_95"]
+    rows = [
+        (
+            "Spearman(C_i, E_i) at fixed depth, held-out windows",
+            f"{h['spearman_fixed_depth_D']:.3f} at i={d} (i=1..{d}: {low:.3f}-{high:.3f})",
+            ">= 0.9",
+        ),
+        (
+            f"Spearman within trajectories (across start times, i={d})",
+            f"{within_mean:.3f} +- {within_std:.3f}",
+            "",
+        ),
+        (
+            "calibrator ratio error, 68th / 95th percentile",
+            f"{ratio[0]:.2f}x / {ratio[1]:.2f}x (depth only: "
+            f"{ratio_depth[0]:.2f}x / {ratio_depth[1]:.2f}x)",
+            "",
+        ),
+        (
+            "calibrator coverage, 68% / 95% intervals",
+            f"{coverage[0]:.3f} / {coverage[1]:.3f}",
+            "near 0.68 / 0.95",
+        ),
+        (
+            "log-likelihood gain over depth-only",
+            f"{h['nll_gain_over_depth_only_nats']:.2f} nats",
+            "",
+        ),
+    ]
+    for name, ood in results["ood"].items():
+        rows.append(
+            (
+                f"AUROC {name}: per episode / per window, i={d} (true error E alike)",
+                f"{h[f'auroc_{name}_episode_D']:.3f} / {h[f'auroc_{name}_window_D']:.3f} "
+                f"(E: {ood['episode_auroc']['true_error'][d]:.3f} / "
+                f"{ood['window_auroc_true_error'][d]:.3f})",
+                ">= 0.95",
+            )
+        )
+    sel = results["selective"]
+    reduction = {k: sel[k]["error_reduction"] for k in ("roundtrip", "depth_only", "oracle")}
+    rows.append(
+        (
+            f"error reduction at {sel['coverage']:.0%} coverage (pooled i=1..{d})",
+            f"{reduction['roundtrip']:.1%} vs depth-only {reduction['depth_only']:.1%} "
+            f"(oracle {reduction['oracle']:.1%})",
+            "",
+        )
+    )
+    ratio_fwd = results["accuracy"]["forward_only_over_bidirectional"]
+    rows.append(
+        (
+            f"forward error, forward-only / bidirectional (i=1 / {d // 2} / {d})",
+            f"{ratio_fwd[1]:.3f} / {ratio_fwd[d // 2]:.3f} / {ratio_fwd[d]:.3f}",
+            "> 1: bidirectional better",
+        )
+    )
+    lines = ["| measure | value | goal |", "|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+    return "\n".join(lines)
