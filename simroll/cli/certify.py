@@ -40,11 +40,12 @@ from simroll.certify.rollouts import (  # noqa: E402
 )
 from simroll.certify.sequential import EProcessTest, run_sequential  # noqa: E402
 from simroll.certify.settings import CareSettings, CertifyError  # noqa: E402
+from simroll.cli.common import env_config_from  # noqa: E402
 from simroll.envs.soft import TASKS  # noqa: E402
 from simroll.envs.variations import VARIATIONS  # noqa: E402
 from simroll.report import write_html_report_or_warn  # noqa: E402
 from simroll.rollout.backends import BACKENDS, EpisodeJob  # noqa: E402
-from simroll.rollout.episode import EnvConfig, config_hash  # noqa: E402
+from simroll.rollout.episode import config_hash  # noqa: E402
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "_data" / "configs")
 DESIGNS = ("sequential", "fixed")
@@ -126,12 +127,7 @@ def validate(cfg: DictConfig, reference: str) -> tuple[CareSettings, list[str]]:
 def run(cfg: DictConfig) -> Certificate:
     reference = reference_name()
     settings, names = validate(cfg, reference)
-    env_config = EnvConfig(
-        obs_mode=cfg.env.obs_mode,
-        gripper_mode=cfg.env.gripper_mode,
-        image_size=cfg.env.image_size,
-        rigid_twin=cfg.env.rigid_twin,
-    )
+    env_config = env_config_from(cfg.env)
     specs = calibration_specs(
         cfg.env.suite, cfg.env.tasks, cfg.env.objects, cfg.env.variations, cfg.episodes, cfg.seed
     )

@@ -20,15 +20,14 @@ from pathlib import Path
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import hydra  # noqa: E402
-from hydra.core.hydra_config import HydraConfig  # noqa: E402
-from hydra.utils import instantiate  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from simroll.assets import list_objects  # noqa: E402
+from simroll.cli.common import env_config_from, policy_from  # noqa: E402
 from simroll.cli.eval import CONFIG_DIR, ConfigError, _check_choice  # noqa: E402
 from simroll.envs.soft import TASKS  # noqa: E402
 from simroll.envs.variations import VARIATIONS  # noqa: E402
-from simroll.rollout.episode import EnvConfig, config_hash  # noqa: E402
+from simroll.rollout.episode import config_hash  # noqa: E402
 from simroll.rollout.runner import make_specs  # noqa: E402
 
 CONFIG_RECORD = Path("meta") / "simroll_collect.yaml"
@@ -60,17 +59,8 @@ def run(cfg: DictConfig) -> int:
     # Imported after validation: LeRobot's dataset stack takes seconds to import.
     from simroll.rollout.dataset import record_specs
 
-    env_config = EnvConfig(
-        obs_mode=cfg.env.obs_mode,
-        gripper_mode=cfg.env.gripper_mode,
-        image_size=cfg.env.image_size,
-        rigid_twin=cfg.env.rigid_twin,
-    )
-    policy_factory = instantiate(cfg.policy)
-    try:
-        choice = HydraConfig.get().runtime.choices.get("policy", "policy")
-    except ValueError:
-        choice = "policy"
+    env_config = env_config_from(cfg.env)
+    policy_factory, choice = policy_from(cfg)
     specs = make_specs(
         cfg.env.suite, cfg.env.tasks, cfg.env.objects, cfg.env.variations, cfg.episodes, cfg.seed
     )

@@ -18,17 +18,15 @@ from pathlib import Path
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import hydra  # noqa: E402
-from hydra.core.hydra_config import HydraConfig  # noqa: E402
-from hydra.utils import instantiate  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from simroll.assets import list_objects  # noqa: E402
+from simroll.cli.common import env_config_from, policy_from  # noqa: E402
 from simroll.envs.soft import TASKS  # noqa: E402
 from simroll.envs.variations import VARIATIONS  # noqa: E402
 from simroll.report import write_html_report_or_warn  # noqa: E402
 from simroll.rollout.backends import BACKENDS, EpisodeJob  # noqa: E402
 from simroll.rollout.episode import (  # noqa: E402
-    EnvConfig,
     config_hash,
     latency_to_delay_steps,
     measure_latency,
@@ -79,17 +77,8 @@ def validate(cfg: DictConfig) -> None:
 
 def run(cfg: DictConfig) -> str:
     validate(cfg)
-    env_config = EnvConfig(
-        obs_mode=cfg.env.obs_mode,
-        gripper_mode=cfg.env.gripper_mode,
-        image_size=cfg.env.image_size,
-        rigid_twin=cfg.env.rigid_twin,
-    )
-    policy_factory = instantiate(cfg.policy)
-    try:
-        choice = HydraConfig.get().runtime.choices.get("policy", "policy")
-    except ValueError:
-        choice = "policy"
+    env_config = env_config_from(cfg.env)
+    policy_factory, choice = policy_from(cfg)
     policy_cfg = OmegaConf.to_container(cfg.policy, resolve=True)
     specs = make_specs(
         cfg.env.suite, cfg.env.tasks, cfg.env.objects, cfg.env.variations, cfg.episodes, cfg.seed
