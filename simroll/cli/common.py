@@ -1,4 +1,5 @@
-"""Pieces every Hydra entry point shares: the env config and the chosen policy's factory."""
+"""Pieces the Hydra entry points share: the env config, the chosen policy's factory, and a
+check that the policy can be built before any episode runs."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from simroll.rollout.episode import EnvConfig
+from simroll.rollout.records import EpisodeSpec
 
 
 def env_config_from(env: DictConfig) -> EnvConfig:
@@ -27,3 +29,13 @@ def policy_from(cfg: DictConfig, group: str = "policy") -> tuple[object, str]:
     except ValueError:  # called outside a Hydra run (tests)
         choice = group
     return factory, str(choice)
+
+
+def check_policy_loads(policy_factory, env_config: EnvConfig, spec: EpisodeSpec) -> None:
+    """Build the policy once for ``spec``'s env, so a missing or mismatched checkpoint fails
+    before any episode runs (instead of as an error record in every episode)."""
+    env = env_config.make(spec)
+    try:
+        policy_factory(env)
+    finally:
+        env.close()

@@ -21,7 +21,7 @@ import hydra  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from simroll.assets import list_objects  # noqa: E402
-from simroll.cli.common import env_config_from, policy_from  # noqa: E402
+from simroll.cli.common import check_policy_loads, env_config_from, policy_from  # noqa: E402
 from simroll.envs.soft import TASKS  # noqa: E402
 from simroll.envs.variations import VARIATIONS  # noqa: E402
 from simroll.report import write_html_report_or_warn  # noqa: E402
@@ -83,6 +83,10 @@ def run(cfg: DictConfig) -> str:
     specs = make_specs(
         cfg.env.suite, cfg.env.tasks, cfg.env.objects, cfg.env.variations, cfg.episodes, cfg.seed
     )
+    try:
+        check_policy_loads(policy_factory, env_config, specs[0])
+    except ValueError as exc:  # PolicyLoadError, AssetError, bad policy arguments
+        raise ConfigError(f"policy {choice!r} cannot run on {specs[0].task}: {exc}") from exc
     delay = cfg.control_delay_steps
     if cfg.policy_latency_s is not None:
         if cfg.policy_latency_s == "measured":

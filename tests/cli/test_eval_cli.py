@@ -68,6 +68,18 @@ def test_unknown_config_key_and_group_fail_naming_them(tmp_path):
     assert result.returncode != 0 and "telepathy" in result.stderr and "expert" in result.stderr
 
 
+def test_missing_checkpoint_fails_before_any_episode(tmp_path):
+    result = simroll(
+        "eval",
+        f"output_dir={tmp_path}",
+        "policy=diffusion",
+        f"policy.path={tmp_path / 'no_such_checkpoint'}",
+    )
+    assert result.returncode == 2
+    assert "no_such_checkpoint" in result.stderr and "is not a directory" in result.stderr
+    assert not (tmp_path / "records.jsonl").exists()
+
+
 def test_unknown_command_lists_the_commands():
     result = simroll("fly")
     assert result.returncode == 2 and "eval" in result.stderr
