@@ -1,0 +1,92 @@
+"""Copies a trained checkpoint into ``policies/<name>/`` and writes its card from real outputs.
+
+The card (``card.md``) is assembled from files that commands produced, nothing typed by hand:
+the training run's ``metrics.json`` and ``train_config.json`` (data, recipe, steps, losses, time),
+the checkpoint's ``config.json``, and the ``summary.json`` of one or more ``simroll eval`` runs of
+the shipped checkpoint (closed-loop TSR/DSR with 95% intervals, with the command that made them).
+
+Run: ``python scripts/ship_policy.py --checkpoint runs/train/vla/checkpoints/last --name vla_soft
+--train-run runs/train/vla --eval-run runs/ship_vla_eval [--eval-run runs/ship_expert_eval]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def eval_section(run_dir: Path) -> str:
+    summary = json.loads((run_dir / "summary.json").read_text())
+    config = summary["provenance"]["config"] or {}
+    lines = [
+        f"### `{run_dir.name}`: {summary['episodes']} episodes",
+        "",
+        f"Config: env tasks {config.get('env', {}).get('tasks')}, obs_mode "
+        f"{config.get('env', {}).get('obs_mode')}, image_size "
+        f"{config.get('env', {}).get('image_size')}, objects "
+        f"{config.get('env', {}).get('objects')}, episodes per cell {config.get('episodes')}, "
+        f"base seed {config.get('seed')}, policy `{config.get('policy', {}).get('_target_')}`"
+        f" (git {str(summary['provenance']['git_sha'])[:10]}).",
+        "",
+        "| task | object | episodes | TSR [95% CI] | DSR [95% CI] | compute/call (ms) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for group in summary["groups"]:
+        tsr, dsr = group["tsr"], group["dsr"]
+        lines.append(
+            f"| {group['task']} | {group['object']} | {group['episodes']} | "
+            f"{tsr['rate']:.2f} [{tsr['low']:.2f}, {tsr['high']:.2f}] | "
+            f"{dsr['rate']:.2f} [{dsr['low']:.2f}, {dsr['high']:.2f}] | "
+            f"{1000 * group['compute_per_call_s']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checkpoint", required=True, type=Path)
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--train-run", required=True, type=Path)
+    parser.add_argument("--eval-run", action="append", type=Path, default=[])
+    args = parser.parse_args()
+
+    target = ROOT / "policies" / args.name
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(args.checkpoint, target)
+    metrics = json.loads((args.train_run / "metrics.json").read_text())
+    recipe = json.loads((args.train_run / "train_config.json").read_text())
+    config = json.loads((target / "config.json").read_text())
+    size_mb = sum(p.stat().st_size for p in target.iterdir()) / 1e6
+    card = [
+        f"# `{args.name}`: {config['type']} policy",
+        "",
+        f"Checkpoint in LeRobot's pretrained format ({size_mb:.1f} MB): `config.json`, "
+        "`model.safetensors`, pre/post-processor pipelines with the dataset's normalisation "
+        "statistics. Load with `simroll eval policy=... policy.path=policies/" + args.name + "`.",
+        "",
+        "## Training",
+        "",
+        f"- data: `{metrics['dataset']}` ({metrics['dataset_episodes']} episodes, "
+        f"{metrics['dataset_frames']} frames; gentle scripted-expert demonstrations from "
+        "`simroll collect`)",
+        f"- inputs: {', '.join(metrics['input_features'])}",
+        f"- {metrics['parameters']:,} parameters; {metrics['steps']} steps at batch "
+        f"{metrics['batch_size']}, seed {metrics['seed']}; loss {metrics['first_loss']:.3f} -> "
+        f"{metrics['final_loss']:.3f}; {metrics['seconds'] / 60:.0f} minutes on CPU",
+        f"- recipe overrides: `{json.dumps(recipe.get('policy_overrides', {}))}`",
+        "",
+        "## Closed-loop results",
+        "",
+        *[eval_section(run) + "\n" for run in args.eval_run],
+        "_Card written by `python scripts/ship_policy.py`; numbers from the runs named above._",
+    ]
+    (target / "card.md").write_text("\n".join(card) + "\n")
+    print(f"shipped {target} ({size_mb:.1f} MB)")
+
+
+if __name__ == "__main__":
+    main()
