@@ -36,7 +36,7 @@ import numpy as np
 from gymnasium import spaces
 
 from simroll.assets import get_object
-from simroll.envs.deformation import aligned_rms_deformation
+from simroll.envs.deformation import RestShape
 from simroll.envs.scene import FINGER_TRAVEL, OPEN_HALF_WIDTH, compile_model, scene_ids
 from simroll.envs.sensing import CameraRig, TactileSensor
 from simroll.envs.variations import PhysicsSnapshot, Variation, resolve_variation
@@ -238,7 +238,7 @@ class SoftTaskEnv(gym.Env):
         mujoco.mj_forward(model, data)
         for _ in range(SETTLE_STEPS):
             mujoco.mj_step(model, data)
-        self._reference_points = self.object_points()
+        self._rest_shape = RestShape(self.object_points())
         self.rest_center = self.object_center()
         self._peak_deformation = 0.0
         self._hold = 0
@@ -341,7 +341,7 @@ class SoftTaskEnv(gym.Env):
 
     def _step_eval(self) -> dict[str, Any]:
         self._tactile_reading = self.tactile.read(self.data)
-        deformation = aligned_rms_deformation(self.object_points(), self._reference_points)
+        deformation = self._rest_shape.deformation(self.object_points())
         self._deformation = deformation
         self._peak_deformation = max(self._peak_deformation, deformation)
         return self.evaluate()
