@@ -19,6 +19,7 @@ from simroll.rollout.dataset import (
 )
 from simroll.rollout.episode import EnvConfig, EnvPool
 from simroll.rollout.records import EpisodeSpec, derive_seed
+from tests.rollout.test_episode import ExplodingPolicy
 
 REPO_ID = "simroll/test"
 
@@ -41,20 +42,6 @@ class LoggedExpert(SoftExpert):
             (obs["agent_pos"].copy(), action.copy(), obs["task_description"], obs.get("pixels"))
         )
         return action
-
-
-class ExplodingPolicy:
-    def __init__(self, env):
-        self.calls = 0
-
-    def reset(self):
-        pass
-
-    def select_action(self, obs):
-        self.calls += 1
-        if self.calls == 3:
-            raise RuntimeError("policy blew up at call 3")
-        return np.zeros(5, dtype=np.float32)
 
 
 def columns(root) -> tuple[LeRobotDataset, dict[str, np.ndarray]]:
