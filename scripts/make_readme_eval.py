@@ -27,12 +27,23 @@ def main() -> None:
     for policy in ("expert", "expert_firm"):
         run_dir = ROOT / "runs" / f"readme_{policy}"
         shutil.rmtree(run_dir, ignore_errors=True)
-        command = [sys.executable, "-m", "simroll.cli.main", "eval", "env=soft_lift",
-                   f"policy={policy}", "episodes=10", f"output_dir={run_dir}", "video.episodes=1",
-                   "progress=false"]
+        command = [
+            sys.executable,
+            "-m",
+            "simroll.cli.main",
+            "eval",
+            "env=soft_lift",
+            f"policy={policy}",
+            "episodes=10",
+            f"output_dir={run_dir}",
+            "video.episodes=1",
+            "progress=false",
+        ]
         subprocess.run(command, check=True, cwd=ROOT)
-        tables.append(f"`simroll eval env=soft_lift policy={policy} episodes=10`\n\n"
-                      + (run_dir / "summary.md").read_text())
+        tables.append(
+            f"`simroll eval env=soft_lift policy={policy} episodes=10`\n\n"
+            + (run_dir / "summary.md").read_text()
+        )
         shutil.copy(run_dir / "tolerance_curve.png", DOCS / "images" / f"tolerance_{policy}.png")
         if policy == "expert_firm":
             video = sorted((run_dir / "videos").glob("*.mp4"))[0]

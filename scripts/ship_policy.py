@@ -6,7 +6,8 @@ the checkpoint's ``config.json``, and the ``summary.json`` of one or more ``simr
 the shipped checkpoint (closed-loop TSR/DSR with 95% intervals, with the command that made them).
 
 Run: ``python scripts/ship_policy.py --checkpoint runs/train/vla/checkpoints/last --name vla_soft
---train-run runs/train/vla --eval-run runs/ship_vla_eval [--eval-run runs/ship_expert_eval]``
+--train-run runs/train/vla --eval-run runs/ship_vla_eval [--eval-run runs/ship_expert_eval]
+--train-command "simroll train ..."``
 """
 
 from __future__ import annotations
@@ -43,7 +44,51 @@ def eval_section(run_dir: Path) -> str:
             f"{dsr['rate']:.2f} [{dsr['low']:.2f}, {dsr['high']:.2f}] | "
             f"{1000 * group['compute_per_call_s']:.2f} |"
         )
+    command = summary["provenance"].get("command")
+    if command:
+        lines += ["", f"Command: `{command}`"]
     return "\n".join(lines)
+
+
+def overall(run_dir: Path) -> dict:
+    """The all-tasks, all-objects row of an eval run's summary."""
+    summary = json.loads((run_dir / "summary.json").read_text())
+    rows = [g for g in summary["groups"] if g["object"] == "all" and g["task"] in ("all",)]
+    rows = rows or [g for g in summary["groups"] if g["object"] == "all"]
+    return rows[-1]
+
+
+def comparison(policy_run: Path, reference_run: Path) -> str:
+    """The policy's TSR as a fraction of the reference's (same seeded specs), from the summaries."""
+    mine, ref = overall(policy_run), overall(reference_run)
+    ratio = mine["tsr"]["rate"] / ref["tsr"]["rate"] if ref["tsr"]["rate"] else float("nan")
+    return (
+        f"**TSR relative to `{reference_run.name}` on the same specs:** "
+        f"{mine['tsr']['rate']:.2f} / {ref['tsr']['rate']:.2f} = {ratio:.0%} "
+        f"(DSR {mine['dsr']['rate']:.2f} vs {ref['dsr']['rate']:.2f})."
+    )
+
+
+def data_source(dataset: Path) -> str:
+    collect = dataset / "meta" / "simroll_collect.yaml"
+    if not collect.is_file():
+        return "demonstrations"
+    import yaml
+
+    cfg = yaml.safe_load(collect.read_text())
+    policy = cfg.get("policy", {})
+    noise = (
+        f", executed-action noise std {policy['arm_std']} (hand) / {policy['gripper_std']} "
+        "(gripper), clean expert actions stored"
+        if "arm_std" in policy
+        else ""
+    )
+    env = cfg.get("env", {})
+    return (
+        f"`{policy.get('_target_')}` ({policy.get('closure', '')}{noise}); env tasks "
+        f"{env.get('tasks')}, objects {env.get('objects')}, obs_mode {env.get('obs_mode')}, "
+        f"image_size {env.get('image_size')}, gripper_mode {env.get('gripper_mode')}"
+    )
 
 
 def main() -> None:
@@ -51,7 +96,15 @@ def main() -> None:
     parser.add_argument("--checkpoint", required=True, type=Path)
     parser.add_argument("--name", required=True)
     parser.add_argument("--train-run", required=True, type=Path)
-    parser.add_argument("--eval-run", action="append", type=Path, default=[])
+    parser.add_argument(
+        "--eval-run",
+        action="append",
+        type=Path,
+        default=[],
+        help="eval runs of the shipped policy; a second one (the expert on the same specs) adds "
+        "the TSR ratio",
+    )
+    parser.add_argument("--train-command", default="", help="the simroll train command line")
     args = parser.parse_args()
 
     target = ROOT / "policies" / args.name
@@ -71,8 +124,8 @@ def main() -> None:
         "## Training",
         "",
         f"- data: `{metrics['dataset']}` ({metrics['dataset_episodes']} episodes, "
-        f"{metrics['dataset_frames']} frames; gentle scripted-expert demonstrations from "
-        "`simroll collect`)",
+        f"{metrics['dataset_frames']} frames) made by `simroll collect`: "
+        + data_source(ROOT / metrics["dataset"]),
         f"- inputs: {', '.join(metrics['input_features'])}",
         f"- {metrics['parameters']:,} parameters; {metrics['steps']} steps at batch "
         f"{metrics['batch_size']}, seed {metrics['seed']}; loss {metrics['first_loss']:.3f} -> "
@@ -82,6 +135,12 @@ def main() -> None:
         "## Closed-loop results",
         "",
         *[eval_section(run) + "\n" for run in args.eval_run],
+        *(
+            [comparison(args.eval_run[0], args.eval_run[1]) + "\n"]
+            if len(args.eval_run) > 1
+            else []
+        ),
+        f"Training command: `{args.train_command}`\n" if args.train_command else "",
         "_Card written by `python scripts/ship_policy.py`; numbers from the runs named above._",
     ]
     (target / "card.md").write_text("\n".join(card) + "\n")

@@ -29,7 +29,7 @@ def test_env_config_is_registered_and_names_features_like_simroll_datasets():
     assert config.gym_id == "lerobot_env_simroll/SoftLift-v0"
     features = env_to_policy_features(config)
     assert features["observation.images.scene"].shape == (3, IMAGE_SIZE, IMAGE_SIZE)
-    assert features["observation.state"].shape == (10,)
+    assert features["observation.state"].shape == (12,)
     assert features["observation.tactile"].shape == (384,)
     assert features["observation.tactile_markers"].shape == (396,)
     assert features["observation.images.tactile"].shape == (3, IMAGE_SIZE, IMAGE_SIZE)
@@ -79,7 +79,7 @@ def make_tiny_act_checkpoint(directory: Path) -> Path:
     image = PolicyFeature(FeatureType.VISUAL, (3, IMAGE_SIZE, IMAGE_SIZE))
     config = ACTConfig(
         input_features={
-            "observation.state": PolicyFeature(FeatureType.STATE, (10,)),
+            "observation.state": PolicyFeature(FeatureType.STATE, (12,)),
             "observation.images.scene": image,
             "observation.images.wrist": image,
         },
@@ -103,7 +103,7 @@ def make_tiny_act_checkpoint(directory: Path) -> Path:
     torch.manual_seed(0)
     policy = ACTPolicy(config)
     stats = {
-        "observation.state": {"mean": torch.zeros(10), "std": torch.ones(10)},
+        "observation.state": {"mean": torch.zeros(12), "std": torch.ones(12)},
         "action": {"mean": torch.zeros(5), "std": torch.full((5,), 0.3)},
     }
     preprocessor, postprocessor = make_pre_post_processors(config, dataset_stats=stats)

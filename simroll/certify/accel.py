@@ -5,8 +5,9 @@ calls it only on the control steps where ``floor(t / every)`` changes (``t`` cou
 reset), so the wrapped model runs ``ceil``-ish ``steps / every`` times per episode instead of
 ``steps`` times: cheaper compute per control step, bought with stale decisions. Between two
 re-plans it either holds the last command (``between="hold"``: in simroll's action layout, four
-hand-pose *deltas* and one absolute gripper command, holding means zero deltas and the same
-gripper command, i.e. the hand stays at the pose last commanded) or repeats the last action
+hand-pose *deltas* and one gripper command, holding means zero deltas and the same absolute
+gripper command, or a zero gripper delta in ``gripper_mode="delta"``: the hand and jaw stay where
+last commanded) or repeats the last action
 verbatim (``between="repeat"``: classic action repeat, which makes a deadbeat position controller
 such as the scripted expert overshoot and oscillate).
 
@@ -45,6 +46,8 @@ class ReplanEvery:
         if between not in BETWEEN:
             raise ValueError(f"between must be one of {list(BETWEEN)}, got {between!r}")
         self.inner = policy(env)
+        unwrapped = getattr(env, "unwrapped", env)
+        self._delta_gripper = getattr(unwrapped, "gripper_mode", None) == "delta"
         self.every = float(every)
         self.between = between
         self.reset()
@@ -70,7 +73,8 @@ class ReplanEvery:
             action = self._last
         elif self.between == "hold":
             action = np.zeros_like(self._last)
-            action[-1] = self._last[-1]
+            if not self._delta_gripper:  # an absolute gripper command is held by repeating it
+                action[-1] = self._last[-1]
         else:
             action = self._last
         self.steps += 1

@@ -49,8 +49,9 @@ class PolicyCost:
 def measure_cost(records: Sequence[EpisodeRecord], model_calls=None) -> PolicyCost:
     """Compute per control step from ``records``.
 
-    Model calls per episode come from ``record.extra["policy_compute_calls"]`` when the episode
-    engine recorded them, else from ``model_calls(select_action_calls)`` (a policy's exact count,
+    Model calls per episode are the network evaluations the episode engine recorded
+    (``record.extra["network_evaluations"]``, for LeRobot policies: chunks x denoising steps) when
+    it did, else from ``model_calls(select_action_calls)`` (a policy's exact count,
     e.g. :meth:`simroll.certify.accel.ReplanEvery.model_calls`), else one per ``select_action``.
     """
     records = [r for r in records if r.error is None]
@@ -60,8 +61,8 @@ def measure_cost(records: Sequence[EpisodeRecord], model_calls=None) -> PolicyCo
         return PolicyCost(len(records), steps, nan, nan)
     calls = 0
     for record in records:
-        if "policy_compute_calls" in record.extra:
-            calls += int(record.extra["policy_compute_calls"])
+        if "network_evaluations" in record.extra:
+            calls += int(record.extra["network_evaluations"])
         elif model_calls is not None:
             calls += int(model_calls(record.policy_calls))
         else:

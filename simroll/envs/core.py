@@ -7,13 +7,17 @@ rigid twin) and steps it at 20 Hz with 25 physics substeps of 2 ms. Subclasses (
 Action (``Box(-1, 1, (5,))``): Cartesian delta of the hand target ``[dx, dy, dz, dyaw]`` scaled by
 ``MAX_STEP`` (1.2 cm and 0.15 rad per control step), then the gripper command. With
 ``gripper_mode="continuous"`` it maps linearly from fully open (-1) to fully closed (+1); with
-``"binary"`` any value > 0 closes fully and <= 0 opens. NaN, infinite, wrongly shaped or
+``"binary"`` any value > 0 closes fully and <= 0 opens; with ``"delta"`` it moves the jaw's
+target by up to ``GRIPPER_STEP`` (5 mm per finger) per control step, closing for positive values,
+like the hand deltas (a learner then closes by repeating one command instead of predicting an
+absolute opening it must keep just past the first touch). NaN, infinite, wrongly shaped or
 out-of-range actions raise ``InvalidActionError``.
 
 Observation (``Dict``): ``pixels`` (``scene`` and ``wrist`` RGB, ``image_size`` square, only in
 ``obs_mode="full"``), ``tactile`` (``force``: per-finger normal-force taxel image; ``markers``:
 per-finger gel-marker displacement field, see ``sensing``), ``agent_pos`` (hand x, y, z, yaw,
-their velocities, jaw opening and its velocity: 10 floats), ``environment_state`` (only in
+their velocities, jaw opening and its velocity, and each finger's grip force in newtons, the
+total of its taxel image, as a gripper's effort reading: 12 floats), ``environment_state`` (only in
 ``obs_mode="state"``: object centre and yaw, goal position) and ``task_description``.
 
 Evaluator-only state is in ``info["eval"]``, never in the observation: the normalized deformation
@@ -45,9 +49,13 @@ CONTROL_HZ = 20
 SUBSTEPS = 25  # 2 ms physics steps per 50 ms control step
 MAX_STEP = np.array([0.012, 0.012, 0.012, 0.15])
 HOLD_STEPS = 8  # success must hold this many consecutive control steps
+AGENT_POS_DIM = (
+    12  # hand pose (4), its velocity (4), jaw opening and velocity, grip force per finger
+)
 SETTLE_STEPS = 150  # physics steps after placing the object, before the episode starts
 OBS_MODES = ("full", "state")
-GRIPPER_MODES = ("continuous", "binary")
+GRIPPER_MODES = ("continuous", "binary", "delta")
+GRIPPER_STEP = 0.005  # metres of finger travel per control step at |gripper| = 1 ("delta")
 TEXT_CHARSET = string.ascii_letters + string.digits + " ,.'-_"
 UNSTABLE_WARNINGS = (
     mujoco.mjtWarning.mjWARN_BADQACC,
@@ -115,7 +123,7 @@ class SoftTaskEnv(gym.Env):
                     "markers": spaces.Box(-np.inf, np.inf, (2, 99, 2), np.float32),
                 }
             ),
-            "agent_pos": spaces.Box(-np.inf, np.inf, (10,), np.float32),
+            "agent_pos": spaces.Box(-np.inf, np.inf, (AGENT_POS_DIM,), np.float32),
             "task_description": spaces.Text(max_length=200, charset=TEXT_CHARSET),
         }
         if obs_mode == "full":
@@ -189,6 +197,11 @@ class SoftTaskEnv(gym.Env):
 
     def hand_target(self) -> np.ndarray:
         return self._target.copy()
+
+    @property
+    def gripper_target(self) -> float:
+        """The jaw servo's commanded finger travel (metres from fully open)."""
+        return float(self._gripper_target)
 
     def hand_pose(self) -> np.ndarray:
         """True hand x, y, z (pad centre, world) and yaw."""
@@ -297,10 +310,13 @@ class SoftTaskEnv(gym.Env):
         high = self.model.actuator_ctrlrange[:4, 1]
         self._target = np.clip(self._target + action[:4] * MAX_STEP, low, high)
         if self.gripper_mode == "binary":
-            closed = 1.0 if action[4] > 0 else 0.0
+            self._gripper_target = (1.0 if action[4] > 0 else 0.0) * FINGER_TRAVEL
+        elif self.gripper_mode == "delta":
+            self._gripper_target = float(
+                np.clip(self._gripper_target + action[4] * GRIPPER_STEP, 0.0, FINGER_TRAVEL)
+            )
         else:
-            closed = (action[4] + 1.0) / 2.0
-        self._gripper_target = closed * FINGER_TRAVEL
+            self._gripper_target = (action[4] + 1.0) / 2.0 * FINGER_TRAVEL
         self._apply_controls()
         reason = None
         try:
@@ -370,11 +386,13 @@ class SoftTaskEnv(gym.Env):
         hand = data.qpos[self.ids.hand_joints] + np.asarray(self.variation.encoder_offset)
         hand_velocity = data.qvel[self.ids.hand_dofs]
         finger_velocity = -2 * data.qvel[self.ids.finger_dof].mean()
-        agent = np.concatenate([hand, hand_velocity, [self.jaw_opening(), finger_velocity]])
-        agent[2] += self.ids.hand_base_z
         reading = getattr(self, "_tactile_reading", None)
         if reading is None or self._diverged:
             reading = self.tactile.read(data)
+        agent = np.concatenate(
+            [hand, hand_velocity, [self.jaw_opening(), finger_velocity], reading.normal_force]
+        )
+        agent[2] += self.ids.hand_base_z
         obs = {
             "tactile": {"force": reading.force, "markers": reading.markers},
             "agent_pos": agent.astype(np.float32),

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from simroll.envs.core import MAX_STEP, SoftTaskEnv
+from simroll.envs.core import GRIPPER_STEP, MAX_STEP, SoftTaskEnv
 from simroll.envs.scene import FINGER_TRAVEL
 
 CLOSURES = {"gentle": 1.0, "firm": 6.0}
@@ -85,6 +85,8 @@ class SoftExpert:
     def _action(self, delta: np.ndarray) -> np.ndarray:
         if self.env.gripper_mode == "binary":
             gripper = 1.0 if self.grip > 1e-4 else -1.0
+        elif self.env.gripper_mode == "delta":  # move the env's jaw target toward self.grip
+            gripper = (self.grip - self.env.gripper_target) / GRIPPER_STEP
         else:
             gripper = 2.0 * self.grip / FINGER_TRAVEL - 1.0
         return np.clip(np.append(delta, gripper), -1.0, 1.0).astype(np.float32)

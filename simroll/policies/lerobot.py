@@ -38,9 +38,34 @@ class LeRobotPolicy:
         self.tactile_image_size = int(tactile.shape[1]) if tactile is not None else None
         self.task = task
         self.policy.eval()
+        self.chunk_predictions = 0  # model calls since reset (each predicts one action chunk)
+        predict = policy.predict_action_chunk
+
+        def counted_predict(*args, **kwargs):
+            self.chunk_predictions += 1
+            return predict(*args, **kwargs)
+
+        # LeRobot policies call self.predict_action_chunk from select_action when their action
+        # queue runs dry; an instance attribute shadows the method, so every chunk is counted.
+        policy.predict_action_chunk = counted_predict
+
+    @property
+    def network_evaluations(self) -> int:
+        """Forward passes of the network since ``reset``: one per predicted chunk, times the
+        denoising (diffusion) or flow-integration (SimVLA) steps each chunk takes. This is the
+        deterministic compute proxy the episode engine records (``extra["network_evaluations"]``).
+        """
+        config = self.policy.config
+        steps = getattr(config, "num_flow_steps", None) or getattr(
+            config, "num_inference_steps", None
+        )
+        if steps is None and hasattr(config, "num_train_timesteps"):
+            steps = config.num_train_timesteps  # diffusion without an inference-step override
+        return self.chunk_predictions * int(steps or 1)
 
     def reset(self) -> None:
         self.policy.reset()
+        self.chunk_predictions = 0
 
     def batch(self, obs: dict[str, Any]) -> dict[str, Any]:
         frame = observation_frame(obs, self.tactile_image_size)
@@ -110,9 +135,14 @@ def check_compatible(config: dict[str, Any], observation_space, path: Path) -> N
     available = dataset_features(observation_space, with_tactile_image=True)
     for key, feature in config.get("input_features", {}).items():
         if key not in available:
+            hint = "obs_mode or cameras differ"
+            if key == "observation.environment_state":
+                hint = "it needs env.obs_mode=state"
+            elif key.startswith("observation.images.") and key != "observation.images.tactile":
+                hint = "it needs env.obs_mode=full"
             raise PolicyLoadError(
-                f"policy {path} reads {key!r}, which this env does not provide (obs_mode or "
-                f"cameras differ); the env provides {sorted(k for k in available if 'obs' in k)}"
+                f"policy {path} reads {key!r}, which this env does not provide ({hint}); "
+                f"the env provides {sorted(k for k in available if 'obs' in k)}"
             )
         shape = tuple(feature.get("shape", ()))
         expected = tuple(available[key]["shape"])
@@ -128,6 +158,24 @@ def check_compatible(config: dict[str, Any], observation_space, path: Path) -> N
         raise PolicyLoadError(
             f"policy {path} outputs actions of shape {action.get('shape')}, "
             f"simroll envs take ({ACTION_DIM},)"
+        )
+
+
+def check_gripper_mode(path: Path, env) -> None:
+    """Refuse an env whose gripper command means something else than in the training data (the
+    checkpoint's ``simroll_env.json``, written by ``simroll train`` from the dataset)."""
+    record = path / "simroll_env.json"
+    if not record.is_file():
+        return
+    try:
+        trained = json.loads(record.read_text()).get("gripper_mode")
+    except json.JSONDecodeError as exc:
+        raise PolicyLoadError(f"{record} is not valid JSON: {exc}") from exc
+    mode = getattr(env.unwrapped, "gripper_mode", None)
+    if trained and mode and trained != mode:
+        raise PolicyLoadError(
+            f"policy {path} was trained with gripper_mode={trained!r} but the env uses "
+            f"{mode!r}; run it with env.gripper_mode={trained}"
         )
 
 
@@ -156,6 +204,7 @@ def load_policy(
     path = resolve_checkpoint(path)
     raw = _read_config(path)
     check_compatible(raw, env.observation_space, path)
+    check_gripper_mode(path, env)
     try:
         config = PreTrainedConfig.from_pretrained(path)
         for key, value in (overrides or {}).items():

@@ -59,6 +59,8 @@ STATE_NAMES = [
     "hand_vyaw",
     "jaw_opening",
     "jaw_velocity",
+    "grip_force_left",
+    "grip_force_right",
 ]
 ENVIRONMENT_STATE_NAMES = [
     "object_x",
@@ -212,6 +214,7 @@ class DatasetRecorder:
         self.episodes_dropped = 0
         self._pending: dict[str, Any] | None = None  # observation waiting for its action
         self._frames = 0  # frames buffered for the current episode
+        self._policy: Any = None  # the policy of the episode being recorded (for action_label)
 
     # ------------------------------------------------------------------ run_episode protocol
     def on_step(
@@ -222,6 +225,9 @@ class DatasetRecorder:
             if self._pending is None:
                 raise RuntimeError("DatasetRecorder.on_step got an action before any reset")
             frame = self._pending
+            label = getattr(self._policy, "action_label", None)
+            if label is not None:
+                action = label
             frame["action"] = np.asarray(action, dtype=np.float32).reshape(5).copy()
             self.dataset.add_frame(frame)
             self._frames += 1
@@ -240,7 +246,7 @@ class DatasetRecorder:
 
     def finish(self, record: EpisodeRecord) -> bool:
         """Save (True) or discard (False) the episode just run; ``record`` is its EpisodeRecord."""
-        frames, self._frames, self._pending = self._frames, 0, None
+        frames, self._frames, self._pending, self._policy = self._frames, 0, None, None
         if frames == 0 or (self.only_success and not record.success):
             if frames:
                 self.dataset.clear_episode_buffer()
@@ -264,10 +270,19 @@ class DatasetRecorder:
         env_config: EnvConfig | None = None,
         **episode_kwargs: Any,
     ) -> tuple[EpisodeRecord, bool]:
-        """Run ``spec`` through ``run_episode``, recording it; returns (record, whether kept)."""
+        """Run ``spec`` through ``run_episode``, recording it; returns (record, whether kept).
+
+        A policy with an ``action_label`` (e.g. :class:`simroll.experts.noise.ActionNoise`)
+        has that stored as each frame's ``action`` instead of the action the env executed.
+        """
+
+        def labelled_factory(env_):
+            self._policy = policy_factory(env_)
+            return self._policy
+
         record = run_episode(
             spec,
-            policy_factory,
+            labelled_factory,
             env=env,
             env_config=env_config,
             on_step=self.on_step,

@@ -159,6 +159,7 @@ def run_episode(
     info: dict[str, Any] = {}
     reason = "error"
     error = None
+    policy = None
     try:
         if env is None:
             env = (env_config or EnvConfig()).make(spec)
@@ -195,6 +196,10 @@ def run_episode(
     finally:
         if owns_env and env is not None:
             env.close()
+    extra: dict[str, Any] = {"attempt": attempt}
+    evaluations = getattr(policy, "network_evaluations", None) if policy is not None else None
+    if isinstance(evaluations, int):
+        extra["network_evaluations"] = evaluations
     evaluation = info.get("eval", {})
     tolerance = float(evaluation.get("tolerance", float("nan")))
     peak = float(evaluation.get("peak_deformation", float("nan")))
@@ -215,5 +220,5 @@ def run_episode(
         episode_wall_s=time.perf_counter() - wall_start,
         control_delay_steps=control_delay_steps,
         error=error,
-        extra={"attempt": attempt},
+        extra=extra,
     )

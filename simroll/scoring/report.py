@@ -12,6 +12,7 @@ import datetime as dt
 import importlib.metadata
 import platform
 import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,7 @@ def provenance(config: dict[str, Any] | None = None) -> dict[str, Any]:
         "python": platform.python_version(),
         "machine": {"platform": platform.platform(), "processor": platform.machine()},
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else None,
         "config": config,
     }
 

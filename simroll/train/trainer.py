@@ -23,9 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 from tqdm import tqdm
 
 from simroll.rollout.store import write_json_atomic
+
+ENV_RECORD = "simroll_env.json"  # in each checkpoint: the env settings of its training data
 
 
 class TrainingDataError(ValueError):
@@ -101,12 +104,28 @@ class MemoizedDataset(torch.utils.data.Dataset):
         return self.items[index]
 
 
-def save_checkpoint(directory: Path, policy, preprocessor, postprocessor) -> None:
+def dataset_env(root: Path) -> dict[str, Any]:
+    """The env settings a ``simroll collect`` dataset was recorded with (gripper mode, obs mode,
+    image size), from its ``meta/simroll_collect.yaml``; empty for other datasets."""
+    path = root / "meta" / "simroll_collect.yaml"
+    if not path.is_file():
+        return {}
+    env = (yaml.safe_load(path.read_text()) or {}).get("env") or {}
+    return {key: env[key] for key in ("gripper_mode", "obs_mode", "image_size") if key in env}
+
+
+def save_checkpoint(
+    directory: Path, policy, preprocessor, postprocessor, env: dict[str, Any] | None = None
+) -> None:
+    """Write a LeRobot checkpoint atomically, plus ``ENV_RECORD`` (the dataset's env settings,
+    which ``load_policy`` checks: a gripper command means different things in different modes)."""
     tmp = directory.with_name(directory.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     policy.save_pretrained(tmp)
     preprocessor.save_pretrained(tmp)
     postprocessor.save_pretrained(tmp)
+    if env:
+        (tmp / ENV_RECORD).write_text(json.dumps(env, indent=2, sort_keys=True) + "\n")
     shutil.rmtree(directory, ignore_errors=True)
     tmp.replace(directory)
 
@@ -191,7 +210,11 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, Any]:
                 if step % cfg.checkpoint_every == 0 or step == cfg.steps:
                     policy.eval()
                     save_checkpoint(
-                        output / "checkpoints" / f"{step:06d}", policy, preprocessor, postprocessor
+                        output / "checkpoints" / f"{step:06d}",
+                        policy,
+                        preprocessor,
+                        postprocessor,
+                        dataset_env(root),
                     )
                     policy.train()
                 if step >= cfg.steps:

@@ -11,7 +11,7 @@ from gymnasium.utils.env_checker import check_env
 
 import simroll.envs
 from simroll.assets import list_objects
-from simroll.envs.core import InvalidActionError
+from simroll.envs.core import GRIPPER_STEP, InvalidActionError
 from simroll.envs.scene import FINGER_TRAVEL
 from simroll.envs.soft import SoftLiftEnv
 from tests.envs.helpers import all_finite, assert_identical, run_expert_episode
@@ -225,6 +225,26 @@ def test_continuous_gripper_maps_commands_linearly(make_env):
     env.reset(seed=0)
     env.step(np.array([0, 0, 0, 0, 0.0], dtype=np.float32))
     assert env.unwrapped.data.ctrl[4] == pytest.approx(FINGER_TRAVEL / 2)
+
+
+def test_delta_gripper_moves_the_jaw_target_by_steps_and_saturates(make_env):
+    env = make_env(gripper_mode="delta")
+    env.reset(seed=0)
+    env.step(np.array([0, 0, 0, 0, 1.0], dtype=np.float32))
+    env.step(np.array([0, 0, 0, 0, 0.5], dtype=np.float32))
+    assert env.unwrapped.data.ctrl[4] == pytest.approx(1.5 * GRIPPER_STEP)
+    for _ in range(30):
+        env.step(np.array([0, 0, 0, 0, 1.0], dtype=np.float32))
+    assert env.unwrapped.gripper_target == pytest.approx(FINGER_TRAVEL)
+    env.step(np.array([0, 0, 0, 0, -1.0], dtype=np.float32))
+    assert env.unwrapped.data.ctrl[4] == pytest.approx(FINGER_TRAVEL - GRIPPER_STEP)
+
+
+def test_gentle_expert_succeeds_in_delta_gripper_mode(make_env):
+    env = make_env("SoftLift", gripper_mode="delta")
+    info, steps = run_expert_episode(env, "gentle", seed=0)
+    assert info["termination_reason"] == "success" and steps <= 70
+    assert info["eval"]["peak_deformation"] <= info["eval"]["tolerance"]
 
 
 def test_gentle_expert_runs_an_episode_in_binary_gripper_mode(make_env):

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import simroll.envs  # noqa: F401
+from simroll.envs.core import AGENT_POS_DIM
 from simroll.policies.lerobot import PolicyLoadError, load_policy
 from simroll.rollout.dataset import dataset_features, observation_frame
 from simroll.train.trainer import TrainConfig, train
@@ -77,7 +78,7 @@ def vla_dataset(env, tmp_path_factory):
     for episode in range(6):
         task = TASKS[episode % 2]
         sign = 1.0 if episode % 2 == 0 else -1.0
-        start = rng.uniform(-0.5, 0.5, 10)
+        start = rng.uniform(-0.5, 0.5, AGENT_POS_DIM)
         for step in range(16):
             state = start + 0.02 * step
             frame = observation_frame(synthetic_observation(rng, state, task), None)
@@ -227,16 +228,16 @@ def test_lerobot_resolves_simvla_through_the_plugin():
     config = make_policy_config(
         "simvla",
         device="cpu",
-        input_features={"observation.state": PolicyFeature(FeatureType.STATE, (10,))},
+        input_features={"observation.state": PolicyFeature(FeatureType.STATE, (12,))},
         output_features={"action": PolicyFeature(FeatureType.ACTION, (5,))},
     )
     stats = {
-        "observation.state": {"mean": torch.zeros(10), "std": torch.ones(10)},
+        "observation.state": {"mean": torch.zeros(12), "std": torch.ones(12)},
         "action": {"mean": torch.zeros(5), "std": 2 * torch.ones(5)},
     }
     preprocessor, postprocessor = make_pre_post_processors(config, dataset_stats=stats)
     policy = get_policy_class("simvla")(config)
-    batch = preprocessor({"observation.state": torch.zeros(10), "task": "lift the tofu"})
+    batch = preprocessor({"observation.state": torch.zeros(12), "task": "lift the tofu"})
     assert batch["task"] == ["lift the tofu"]
     assert postprocessor(policy.select_action(batch)).shape == (1, 5)
 

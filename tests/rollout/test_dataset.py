@@ -17,8 +17,9 @@ from simroll.rollout.dataset import (
     load_episode_meta,
     record_specs,
 )
-from simroll.rollout.episode import EnvConfig, EnvPool
+from simroll.rollout.episode import EnvConfig, EnvPool, run_episode
 from simroll.rollout.records import EpisodeSpec, derive_seed
+from simroll.rollout.runner import make_specs
 from tests.rollout.test_episode import ExplodingPolicy
 
 REPO_ID = "simroll/test"
@@ -216,3 +217,36 @@ def test_eval_with_record_writes_the_evaluated_episodes_as_a_dataset(tmp_path):
     ]
     assert rows[0]["record"]["steps"] == scored[0]["steps"]  # a deterministic policy's replay
     assert LeRobotDataset("simroll/eval_expert", root=tmp_path / "dataset").num_episodes == 1
+
+
+def test_noisy_expert_episodes_store_the_clean_expert_action(tmp_path):
+    from simroll.experts.noise import noisy_expert
+
+    spec = make_specs("soft", ["SoftLift"], ["sponge"], ["default"], 1, base_seed=1000)[0]
+    pool = EnvPool(EnvConfig(obs_mode="state"))
+    env = pool.get(spec)
+    executed, labels = [], []
+
+    def factory(env_):
+        policy = noisy_expert(env_, arm_std=0.5)
+        select = policy.select_action
+
+        def spy(obs):
+            action = select(obs)
+            executed.append(action)
+            labels.append(policy.action_label)
+            return action
+
+        policy.select_action = spy
+        return policy
+
+    with DatasetRecorder(tmp_path / "noisy", env.observation_space) as recorder:
+        record, kept = recorder.record(spec, factory, env=env)
+    pool.close()
+    assert kept and record.error is None
+    stored = np.stack(LeRobotDataset("x", root=tmp_path / "noisy").hf_dataset["action"])
+    np.testing.assert_array_equal(stored, np.stack(labels))
+    assert np.abs(np.stack(executed)[:, :4] - stored[:, :4]).mean() > 0.1  # noise was executed
+    # same seed, same noise: the wrapper copies the env's generator after its reset
+    again = run_episode(spec, lambda e: noisy_expert(e, arm_std=0.5), env_config=EnvConfig("state"))
+    assert (again.steps, again.peak_deformation) == (record.steps, record.peak_deformation)

@@ -126,3 +126,79 @@ def test_dataset_without_a_requested_feature_fails_before_training(lift_dataset,
 def test_a_folder_that_is_not_a_dataset_fails_clearly(tmp_path):
     with pytest.raises(TrainingDataError, match="not a LeRobotDataset"):
         train(TrainConfig(str(tmp_path), str(tmp_path / "out")), progress=False)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "per_chunk", "executed"),
+    [({}, 4, 4), ({"n_action_steps": 2, "num_inference_steps": 2}, 2, 2)],
+)
+def test_episode_records_count_network_evaluations_per_chunk(
+    trained, overrides, per_chunk, executed
+):
+    from simroll.rollout.episode import EnvConfig, run_episode
+    from simroll.rollout.records import EpisodeSpec
+
+    out, _ = trained
+    spec = EpisodeSpec("SoftLift", "sponge", seed=11)
+    record = run_episode(
+        spec,
+        lambda env: load_policy(env, out / "checkpoints" / "last", overrides=overrides),
+        env_config=EnvConfig(obs_mode="state"),
+    )
+    assert record.error is None and record.steps > 0
+    chunks = -(-record.steps // executed)  # one chunk per `executed` control steps, rounded up
+    assert record.extra["network_evaluations"] == chunks * per_chunk
+
+
+def test_act_trains_reduces_the_loss_and_reloads(lift_dataset, tmp_path):
+    summary = train(
+        TrainConfig(
+            str(lift_dataset),
+            str(tmp_path),
+            "act",
+            INPUTS,
+            {
+                "chunk_size": 8,
+                "n_action_steps": 4,
+                "dim_model": 32,
+                "n_heads": 2,
+                "dim_feedforward": 64,
+                "n_encoder_layers": 1,
+                "n_vae_encoder_layers": 1,
+                "optimizer_lr": 1e-3,
+            },
+            steps=40,
+            batch_size=32,
+            log_every=10,
+            checkpoint_every=40,
+        ),
+        progress=False,
+    )
+    assert summary["final_loss"] < 0.8 * summary["first_loss"]
+    env = gym.make("simroll/SoftLift-v0", object="sponge", obs_mode="state")
+    first = _actions(load_policy(env, tmp_path / "checkpoints" / "last"), env, seed=4)
+    second = _actions(load_policy(env, tmp_path / "checkpoints" / "last"), env, seed=4)
+    np.testing.assert_array_equal(first, second)  # ACT in eval mode is deterministic
+
+
+def test_checkpoint_refuses_an_env_with_another_gripper_mode(trained, tmp_path):
+    import shutil
+
+    from simroll.train.trainer import ENV_RECORD, dataset_env
+
+    out, _ = trained
+    checkpoint = tmp_path / "ckpt"
+    shutil.copytree(out / "checkpoints" / "last", checkpoint)
+    dataset = tmp_path / "ds"
+    (dataset / "meta").mkdir(parents=True)
+    (dataset / "meta" / "simroll_collect.yaml").write_text(
+        "env:\n  gripper_mode: delta\n  obs_mode: state\n  image_size: 64\n  tasks: [SoftLift]\n"
+    )
+    recorded = dataset_env(dataset)
+    assert recorded == {"gripper_mode": "delta", "obs_mode": "state", "image_size": 64}
+    (checkpoint / ENV_RECORD).write_text(json.dumps(recorded))
+    continuous = gym.make("simroll/SoftLift-v0", object="sponge", obs_mode="state")
+    with pytest.raises(PolicyLoadError, match="env.gripper_mode=delta"):
+        load_policy(continuous, checkpoint)
+    delta = gym.make("simroll/SoftLift-v0", object="sponge", obs_mode="state", gripper_mode="delta")
+    assert load_policy(delta, checkpoint) is not None

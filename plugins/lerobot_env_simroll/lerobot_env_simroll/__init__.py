@@ -49,7 +49,7 @@ class SimrollEnv(EnvConfig):
     features: dict[str, PolicyFeature] = field(
         default_factory=lambda: {
             ACTION: PolicyFeature(type=FeatureType.ACTION, shape=(5,)),
-            "agent_pos": PolicyFeature(type=FeatureType.STATE, shape=(10,)),
+            "agent_pos": PolicyFeature(type=FeatureType.STATE, shape=(12,)),
         }
     )
     features_map: dict[str, str] = field(
