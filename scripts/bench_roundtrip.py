@@ -3,10 +3,13 @@
 Runs ``simroll roundtrip`` (the small preset unless overridden) end to end: collects trajectories
 from the simulator (SoftLift and SoftSqueeze on the sponge, scripted expert with noise and
 squeeze-release exploration), fits the PCA latent, trains the bidirectional diffusion world model
-and a forward-only specialist, and measures on held-out episodes and on shifted physics (a 4x
-softer and a 2.5x stiffer sponge, never seen in training):
+and a forward-only specialist, and measures on held-out episodes and on shifted regimes never seen
+in training (a 4x softer, a 2.5x stiffer and a 20x softer sponge, a 2.5x heavier sponge, and an
+unseen object, tofu):
 
-* Spearman correlation of C_i with the true error E_i at fixed depth and within trajectories;
+* Spearman correlation of C_i (the geometric mean of ``bench.roundtrip_samples`` backward walks
+  of the one forward prediction) with the true error E_i at fixed depth and within trajectories,
+  and of a single walk beside it;
 * the calibrator's ratio error and 68% / 95% interval coverage (vs a depth-only calibrator);
 * AUROC of C_i for flagging the shifted regimes (beside the true error's own AUROC, the ceiling
   of any faithful error proxy) and a sampling-dispersion baseline;
@@ -14,7 +17,7 @@ softer and a 2.5x stiffer sponge, never seen in training):
 * forward accuracy of the bidirectional model vs the forward-only specialist.
 
 Run: ``python scripts/bench_roundtrip.py [hydra overrides]``, e.g. ``stage=bench`` to re-bench
-trained models, ``roundtrip=large`` for the larger run. The small preset takes ~10-15 minutes on
+trained models, ``roundtrip=large`` for the larger run. The small preset takes ~12-15 minutes on
 one core (``threads=1``); collected data and models stay under ``runs/roundtrip/<preset>/``, and
 the calibrated small model is copied to ``benchmarks/models/roundtrip_small/`` (load it with
 ``RoundTripWorldModel.load``).

@@ -21,7 +21,7 @@ from scipy import stats
 from simroll.worldmodel.data import SplitData, vertex_positions
 from simroll.worldmodel.latent import StateLatent
 from simroll.worldmodel.model import DiffusionWorldModel
-from simroll.worldmodel.roundtrip import rms, rollout_latents, roundtrip_discrepancy
+from simroll.worldmodel.roundtrip import combine_walks, rms, rollout_latents, roundtrip_walks
 
 
 @dataclass
@@ -62,6 +62,7 @@ class WindowResults:
     error: np.ndarray  # (W, D + 1) E_i, latent RMS
     vertex_error_mm: np.ndarray  # (W, D + 1) physical E_i
     dispersion: np.ndarray | None = None  # (W, D + 1) sampling-dispersion baseline
+    roundtrip_single: np.ndarray | None = None  # (W, D + 1) C_i of the first backward walk alone
 
 
 def evaluate_windows(
@@ -72,19 +73,25 @@ def evaluate_windows(
     with_roundtrip: bool = True,
     dispersion_samples: int = 0,
     batch: int = 512,
+    roundtrip_samples: int = 1,
 ) -> WindowResults:
-    """Forward rollouts, C_i (bidirectional models) and true errors for every window."""
+    """Forward rollouts, C_i (bidirectional models) and true errors for every window.
+
+    ``roundtrip_samples`` backward walks are averaged per C_i (see ``roundtrip_discrepancy``).
+    """
     chunks = []
     for lo in range(0, len(windows), batch):
         part = slice(lo, lo + batch)
         start, actions = windows.start[part], windows.actions[part]
         predicted = rollout_latents(model, start, actions, "forward", seed)
         if with_roundtrip:
-            roundtrip = roundtrip_discrepancy(
-                model, start, predicted[:, 1:], actions, seed=seed + 1
+            walks = roundtrip_walks(
+                model, start, predicted[:, 1:], actions, seed=seed + 1, samples=roundtrip_samples
             )
+            roundtrip = combine_walks(walks)
+            single = walks[0]
         else:
-            roundtrip = np.full(predicted.shape[:2], np.nan)
+            roundtrip = single = np.full(predicted.shape[:2], np.nan)
         dispersion = None
         if dispersion_samples > 1:
             samples = [
@@ -92,16 +99,17 @@ def evaluate_windows(
                 for k in range(dispersion_samples)
             ]
             dispersion = np.sqrt(np.stack(samples).var(axis=0, ddof=1).mean(axis=-1))
-        chunks.append((predicted, roundtrip, dispersion))
+        chunks.append((predicted, roundtrip, dispersion, single))
     predicted = np.concatenate([c[0] for c in chunks])
     roundtrip = np.concatenate([c[1] for c in chunks])
     dispersion = np.concatenate([c[2] for c in chunks]) if dispersion_samples > 1 else None
+    single = np.concatenate([c[3] for c in chunks])
     vertices = len(latent.shape_mean) // 3
     true_points = vertex_positions(windows.states, vertices)
     predicted_points = vertex_positions(latent.decode(predicted), vertices)
     vertex_error = 1000 * np.sqrt(((predicted_points - true_points) ** 2).sum(-1).mean(-1))
     return WindowResults(
-        predicted, roundtrip, rms(predicted, windows.latents), vertex_error, dispersion
+        predicted, roundtrip, rms(predicted, windows.latents), vertex_error, dispersion, single
     )
 
 

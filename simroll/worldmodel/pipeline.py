@@ -59,6 +59,7 @@ class BenchConfig:
     stride: int = 2  # steps between window starts
     coverage: float = 0.8  # selective prediction keeps this fraction
     dispersion_samples: int = 4  # forward rollouts per window for the dispersion baseline
+    roundtrip_samples: int = 1  # backward walks averaged per C_i (geometric mean)
     calibrate_on: str = "calib"  # or "train"
     seed: int = 0
 
@@ -116,6 +117,10 @@ class RoundTripConfig:
             )
         if not 0 < self.bench.coverage <= 1:
             raise ValueError(f"bench.coverage must be in (0, 1], got {self.bench.coverage}")
+        if self.bench.roundtrip_samples < 1:
+            raise ValueError(
+                f"bench.roundtrip_samples must be >= 1, got {self.bench.roundtrip_samples}"
+            )
         if self.bench.depth < 1 or self.bench.stride < 1:
             raise ValueError("bench.depth and bench.stride must be >= 1")
 

@@ -22,7 +22,14 @@ import numpy as np  # noqa: E402
 
 from simroll.worldmodel.calibrate import RoundTripCalibrator  # noqa: E402
 
-COLORS = {"test": "tab:blue", "ood_soft": "tab:orange", "ood_stiff": "tab:red"}
+COLORS = {
+    "test": "tab:blue",
+    "ood_soft": "tab:orange",
+    "ood_stiff": "tab:red",
+    "ood_very_soft": "tab:purple",
+    "ood_heavy": "tab:brown",
+    "ood_tofu": "tab:green",
+}
 
 
 def make_figures(

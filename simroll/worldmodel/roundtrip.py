@@ -15,6 +15,11 @@ way by :meth:`RoundTripWorldModel.trust_of_future`: the backward model walks it 
 
 Sampling noise is a per-step table drawn from the rollout seed and shared by every rollout in a
 batch, so a rollout's result does not depend on what else is batched with it.
+
+``C_i`` can be averaged over several backward samples (``samples``; geometric mean, since
+``C_i`` spans orders of magnitude): each walks the same forward prediction home with its own
+noise seed, so the average scores that one prediction, with less of the backward sampler's own
+luck in it. It costs ``samples`` times the backward steps; ``samples=1`` is the plain round trip.
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ from safetensors.numpy import load_file, save_file
 from simroll.worldmodel.calibrate import RoundTripCalibrator
 from simroll.worldmodel.latent import StateLatent
 from simroll.worldmodel.model import DiffusionWorldModel
+
+SAMPLE_SEED_STRIDE = 7919  # seed step between the backward samples of one round trip
+DISTANCE_FLOOR = 1e-12  # keeps the geometric mean of C_i finite when a walk lands exactly home
 
 
 def rms(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -79,23 +87,57 @@ def roundtrip_discrepancy(
     actions: np.ndarray,
     depths: Sequence[int] | None = None,
     seed: int = 1,
+    samples: int = 1,
 ) -> np.ndarray:
     """``C (B, H + 1)``: walk each future point ``future[:, i - 1]`` back ``i`` steps to ``start``.
 
     ``future (B, H, L)`` holds the predicted latents at steps 1..H (from this model or any other);
     ``actions (B, H, A)`` the forward actions. Depths not in ``depths`` are NaN; ``C_0 = 0``.
+    With ``samples > 1``, ``C_i`` is the geometric mean over that many backward walks, with
+    seeds ``seed + SAMPLE_SEED_STRIDE * k`` (the first is the single-sample round trip).
     """
+    return combine_walks(roundtrip_walks(model, start, future, actions, depths, seed, samples))
+
+
+def combine_walks(walks: np.ndarray) -> np.ndarray:
+    """Geometric mean over the first axis (backward walks); exact zeros (``C_0``) stay zero."""
+    walks = np.asarray(walks, dtype=np.float64)
+    if len(walks) == 1:
+        return walks[0].copy()  # one walk: exactly the plain round trip
+    combined = np.exp(np.log(np.maximum(walks, DISTANCE_FLOOR)).mean(axis=0))
+    return np.where(np.all(walks == 0.0, axis=0), 0.0, combined)
+
+
+def roundtrip_walks(
+    model: DiffusionWorldModel,
+    start: np.ndarray,
+    future: np.ndarray,
+    actions: np.ndarray,
+    depths: Sequence[int] | None = None,
+    seed: int = 1,
+    samples: int = 1,
+) -> np.ndarray:
+    """The single-walk discrepancies ``(samples, B, H + 1)`` behind ``roundtrip_discrepancy``."""
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
     future = np.asarray(future, dtype=np.float64)
     horizon = future.shape[1]
     depths = range(1, horizon + 1) if depths is None else depths
-    result = np.full((len(start), horizon + 1), np.nan)
-    result[:, 0] = 0.0
+    result = np.full((samples, len(start), horizon + 1), np.nan)
+    result[:, :, 0] = 0.0
     for depth in depths:
         if not 1 <= depth <= horizon:
             raise ValueError(f"round-trip depth must be in [1, {horizon}], got {depth}")
         back_actions = np.asarray(actions)[:, :depth][:, ::-1]
-        back = rollout_latents(model, future[:, depth - 1], back_actions, "backward", seed)
-        result[:, depth] = rms(back[:, -1], start)
+        for k in range(samples):
+            back = rollout_latents(
+                model,
+                future[:, depth - 1],
+                back_actions,
+                "backward",
+                seed + SAMPLE_SEED_STRIDE * k,
+            )
+            result[k, :, depth] = rms(back[:, -1], start)
     return result
 
 
@@ -143,7 +185,9 @@ class RoundTripWorldModel:
     """Latent map + bidirectional diffusion model (+ calibrator): rollouts that carry C_i.
 
     ``abstain_above`` is a threshold on the calibrated predicted error (latent RMS units): a
-    prediction whose estimate exceeds it is flagged (selective prediction).
+    prediction whose estimate exceeds it is flagged (selective prediction). ``roundtrip_samples``
+    backward walks are averaged per ``C_i`` (the calibrator must have been fitted on ``C_i``
+    computed the same way; the saved model keeps the two together).
     """
 
     def __init__(
@@ -152,13 +196,17 @@ class RoundTripWorldModel:
         model: DiffusionWorldModel,
         calibrator: RoundTripCalibrator | None = None,
         abstain_above: float | None = None,
+        roundtrip_samples: int = 1,
     ):
         if not model.config.bidirectional:
             raise ValueError("round-trip trust needs a model trained in both directions")
         if abstain_above is not None and calibrator is None:
             raise ValueError("abstain_above needs a calibrator (it thresholds predicted error)")
+        if roundtrip_samples < 1:
+            raise ValueError(f"roundtrip_samples must be >= 1, got {roundtrip_samples}")
         self.latent, self.model = latent, model
         self.calibrator, self.abstain_above = calibrator, abstain_above
+        self.roundtrip_samples = int(roundtrip_samples)
 
     def rollout(
         self,
@@ -196,7 +244,7 @@ class RoundTripWorldModel:
 
     def _trusted(self, start, latents, actions, depths, seed) -> TrustedRollout:
         discrepancy = roundtrip_discrepancy(
-            self.model, start, latents[:, 1:], actions, depths, seed + 1
+            self.model, start, latents[:, 1:], actions, depths, seed + 1, self.roundtrip_samples
         )
         result = TrustedRollout(latents, self.latent.decode(latents), discrepancy)
         if self.calibrator is not None:
@@ -214,7 +262,10 @@ class RoundTripWorldModel:
     # -------------------------------------------------------------- persistence
     def save(self, directory: str | Path) -> Path:
         directory = Path(directory)
-        extra: dict[str, Any] = {"abstain_above": self.abstain_above}
+        extra: dict[str, Any] = {
+            "abstain_above": self.abstain_above,
+            "roundtrip_samples": self.roundtrip_samples,
+        }
         if self.calibrator is not None:
             extra["calibrator"] = self.calibrator.to_dict()
         self.model.save(directory, extra)
@@ -230,4 +281,10 @@ class RoundTripWorldModel:
         calibrator = (
             RoundTripCalibrator.from_dict(config["calibrator"]) if "calibrator" in config else None
         )
-        return cls(latent, model, calibrator, config.get("abstain_above"))
+        return cls(
+            latent,
+            model,
+            calibrator,
+            config.get("abstain_above"),
+            int(config.get("roundtrip_samples", 1)),
+        )

@@ -68,6 +68,13 @@ def test_config_rejects_unknown_keys_and_missing_splits():
         }
     )
     assert config.ood_splits == ["ood_x"] and config.model.hidden == 32
+    with pytest.raises(ValueError, match="roundtrip_samples"):
+        RoundTripConfig.from_dict(
+            {
+                "splits": {name: {"episodes": 1} for name in ("train", "calib", "test")},
+                "bench": {"roundtrip_samples": 0},
+            }
+        )
 
 
 def test_cli_reports_a_bad_stage_before_doing_any_work(tmp_path):

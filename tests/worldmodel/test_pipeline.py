@@ -42,7 +42,7 @@ def test_train_and_bench_write_models_results_trust_log_and_figures(tmp_path):
             "shape_components": 3,
             "model": {"hidden": 32, "blocks": 1, "time_embed": 8, "inference_steps": 4},
             "train": {"steps": 150, "batch_size": 64},
-            "bench": {"depth": 3, "stride": 3, "dispersion_samples": 2},
+            "bench": {"depth": 3, "stride": 3, "dispersion_samples": 2, "roundtrip_samples": 2},
         }
     )
     summary = train(config, tmp_path, log=lambda _: None)
@@ -54,8 +54,12 @@ def test_train_and_bench_write_models_results_trust_log_and_figures(tmp_path):
     stored = json.loads((tmp_path / "results.json").read_text())
     assert set(stored["ood"]) == {"ood_fast"}
     assert 0 <= stored["calibration"]["roundtrip"]["coverage_95"] <= 1
-    assert "| measure | value | goal |" in format_table(results)
+    table = format_table(results)
+    assert "| measure | value | goal |" in table and "geometric mean of 2 backward walks" in table
+    assert "ood_fast (mean true error x" in table
+    assert set(stored["correlation"]["fixed_depth_latent_single_walk"]) == {"1", "2", "3"}
     calibrated = RoundTripWorldModel.load(tmp_path / "models" / "bidirectional")
     assert calibrated.calibrator is not None and calibrated.abstain_above is not None
+    assert calibrated.roundtrip_samples == 2  # C_i is computed as the calibrator was fitted
     row = json.loads((tmp_path / "trust_log.jsonl").read_text().splitlines()[0])
     assert len(row["roundtrip_error"]) == 4 and len(row["interval_95"]) == 2

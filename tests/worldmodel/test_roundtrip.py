@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from simroll.worldmodel.bench import _ranges
 from simroll.worldmodel.calibrate import RoundTripCalibrator
 from simroll.worldmodel.latent import StateLatent
 from simroll.worldmodel.model import (
@@ -19,9 +20,11 @@ from simroll.worldmodel.model import (
     train_world_model,
 )
 from simroll.worldmodel.roundtrip import (
+    SAMPLE_SEED_STRIDE,
     RoundTripWorldModel,
     rollout_latents,
     roundtrip_discrepancy,
+    roundtrip_walks,
 )
 
 DIM, ACTIONS = 3, 2
@@ -88,6 +91,37 @@ def test_roundtrip_discrepancy_at_depth_zero_is_zero(trained):
     assert c.shape == (8, 4)
     assert np.all(c[:, 0] == 0.0)
     assert np.all(c[:, 1:] >= 0) and np.all(np.isfinite(c))
+
+
+def test_averaged_roundtrip_is_the_geometric_mean_of_seeded_backward_walks(trained):
+    start, actions = random_windows(8, 3)
+    forward = rollout_latents(trained, start, actions, "forward")
+    one = roundtrip_discrepancy(trained, start, forward[:, 1:], actions, seed=5)
+    assert np.array_equal(
+        one, roundtrip_discrepancy(trained, start, forward[:, 1:], actions, seed=5, samples=1)
+    )
+    walks = roundtrip_walks(trained, start, forward[:, 1:], actions, seed=5, samples=3)
+    assert walks.shape == (3, 8, 4) and np.array_equal(walks[0], one)
+    # walk k is the plain round trip with seed + k * SAMPLE_SEED_STRIDE
+    third = roundtrip_discrepancy(
+        trained, start, forward[:, 1:], actions, seed=5 + 2 * SAMPLE_SEED_STRIDE
+    )
+    assert np.allclose(walks[2], third)
+    averaged = roundtrip_discrepancy(trained, start, forward[:, 1:], actions, seed=5, samples=3)
+    assert np.all(averaged[:, 0] == 0.0)  # C_0 = 0 survives the average
+    assert np.allclose(averaged[:, 1:], np.exp(np.log(walks[:, :, 1:]).mean(0)))
+    assert np.all(averaged[:, 1:] >= walks[:, :, 1:].min(0) - 1e-12)
+    assert np.all(averaged[:, 1:] <= walks[:, :, 1:].max(0) + 1e-12)
+    # depths left out stay NaN
+    partial = roundtrip_discrepancy(trained, start, forward[:, 1:], actions, [3], samples=2)
+    assert np.all(np.isnan(partial[:, 1:3])) and np.all(np.isfinite(partial[:, 3]))
+    with pytest.raises(ValueError, match="samples"):
+        roundtrip_discrepancy(trained, start, forward[:, 1:], actions, samples=0)
+
+
+def test_depth_ranges_are_written_compactly():
+    assert _ranges([1, 2, 3, 5, 7, 8]) == "1-3, 5, 7-8"
+    assert _ranges([]) == ""
 
 
 def test_direction_flag_changes_the_prediction(trained):
@@ -162,3 +196,19 @@ def test_trust_signal_comes_with_every_rollout_and_abstains_past_the_threshold(t
     # a future imagined elsewhere is scored by walking it home: our own future gives our C_i
     again = world.trust_of_future(states, trusted.states[:, 1:], actions, seed=0)
     assert np.allclose(again.roundtrip_error, trusted.roundtrip_error, atol=1e-4)
+
+
+def test_trusted_rollouts_average_backward_walks_and_keep_the_setting_on_save(trained, tmp_path):
+    latent = _identity_latent()
+    states = latent.decode(random_windows(4, 3)[0])
+    actions = random_windows(4, 3)[1]
+    world = RoundTripWorldModel(latent, trained, roundtrip_samples=3)
+    trusted = world.rollout(states, actions, seed=0)
+    walks = roundtrip_walks(
+        trained, trusted.latents[:, 0], trusted.latents[:, 1:], actions, seed=1, samples=3
+    )
+    assert np.allclose(trusted.roundtrip_error[:, 1:], np.exp(np.log(walks[:, :, 1:]).mean(0)))
+    world.save(tmp_path)
+    assert RoundTripWorldModel.load(tmp_path).roundtrip_samples == 3
+    with pytest.raises(ValueError, match="roundtrip_samples"):
+        RoundTripWorldModel(latent, trained, roundtrip_samples=0)
