@@ -77,7 +77,14 @@ def accel_overrides(names: list[str]) -> dict:
 def bench_one(path: str, specs, scratch: Path, args) -> dict:
     policy_type = json.loads((Path(path) / "config.json").read_text())["type"]
     obs_mode, image_size = OBS.get(policy_type, ("state", 96))
-    env_config = EnvConfig(obs_mode=obs_mode, image_size=image_size)
+    trained = Path(path) / "simroll_env.json"  # the env settings of the training data
+    gripper_mode = "continuous"
+    if trained.is_file():
+        recorded = json.loads(trained.read_text())
+        obs_mode = recorded.get("obs_mode", obs_mode)
+        image_size = recorded.get("image_size", image_size)
+        gripper_mode = recorded.get("gripper_mode", gripper_mode)
+    env_config = EnvConfig(obs_mode=obs_mode, image_size=image_size, gripper_mode=gripper_mode)
     results = {}
     for name, accels in VARIANTS.get(policy_type, {"reference": []}).items():
         overrides = accel_overrides(accels)
@@ -111,6 +118,7 @@ def bench_one(path: str, specs, scratch: Path, args) -> dict:
         "policy_type": policy_type,
         "obs_mode": obs_mode,
         "image_size": image_size,
+        "gripper_mode": gripper_mode,
         "variants": results,
         "fastest_speedup": max(row["speedup_vs_reference"] for row in results.values()),
     }

@@ -18,7 +18,8 @@ Observation (``Dict``): ``pixels`` (``scene`` and ``wrist`` RGB, ``image_size`` 
 per-finger gel-marker displacement field, see ``sensing``), ``agent_pos`` (hand x, y, z, yaw,
 their velocities, jaw opening and its velocity, and each finger's grip force in newtons, the
 total of its taxel image, as a gripper's effort reading: 12 floats), ``environment_state`` (only in
-``obs_mode="state"``: object centre and yaw, goal position) and ``task_description``.
+``obs_mode="state"``: object centre and yaw, goal position, and the object's offset from the
+observed hand pose, x/y/z and wrapped yaw: 11 floats) and ``task_description``.
 
 Evaluator-only state is in ``info["eval"]``, never in the observation: the normalized deformation
 of this step and its running peak (``simroll.envs.deformation``), the object's calibrated
@@ -49,9 +50,10 @@ CONTROL_HZ = 20
 SUBSTEPS = 25  # 2 ms physics steps per 50 ms control step
 MAX_STEP = np.array([0.012, 0.012, 0.012, 0.15])
 HOLD_STEPS = 8  # success must hold this many consecutive control steps
-AGENT_POS_DIM = (
-    12  # hand pose (4), its velocity (4), jaw opening and velocity, grip force per finger
-)
+# agent_pos: hand pose (4), its velocity (4), jaw opening and velocity, grip force per finger
+AGENT_POS_DIM = 12
+# environment_state: object centre (3) and yaw, goal (3), object offset from the hand (x, y, z, yaw)
+ENV_STATE_DIM = 11
 SETTLE_STEPS = 150  # physics steps after placing the object, before the episode starts
 OBS_MODES = ("full", "state")
 GRIPPER_MODES = ("continuous", "binary", "delta")
@@ -135,7 +137,7 @@ class SoftTaskEnv(gym.Env):
                 }
             )
         else:
-            obs["environment_state"] = spaces.Box(-np.inf, np.inf, (7,), np.float32)
+            obs["environment_state"] = spaces.Box(-np.inf, np.inf, (ENV_STATE_DIM,), np.float32)
         self.observation_space = spaces.Dict(obs)
 
     # ----------------------------------------------------------------- model and state
@@ -405,9 +407,10 @@ class SoftTaskEnv(gym.Env):
                 )
             obs["pixels"] = self._cameras.render(data)
         else:
-            state = np.concatenate(
-                [self.object_center(), [self.object_yaw()], self.goal_position()]
-            )
+            center, yaw = self.object_center(), self.object_yaw()
+            offset = center - agent[:3]  # relative to the hand pose the policy observes
+            yaw_offset = math.remainder(yaw - agent[3], 2 * math.pi)
+            state = np.concatenate([center, [yaw], self.goal_position(), offset, [yaw_offset]])
             obs["environment_state"] = state.astype(np.float32)
         return obs
 

@@ -47,9 +47,15 @@ class ActionNoise:
 
 
 def noisy_expert(
-    env, closure: str | float = "gentle", arm_std: float = 0.3, gripper_std: float = 0.0
+    env,
+    closure: str | float = "gentle",
+    arm_std: float = 0.3,
+    gripper_std: float = 0.0,
+    approach_gain: float = 1.0,
 ):
     """The scripted soft expert with executed-action noise (a Hydra ``_partial_`` target)."""
     from simroll.experts.soft import SoftExpert
 
-    return ActionNoise(SoftExpert(env, closure), env, arm_std, gripper_std)
+    return ActionNoise(
+        SoftExpert(env, closure, approach_gain=approach_gain), env, arm_std, gripper_std
+    )

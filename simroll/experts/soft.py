@@ -2,7 +2,10 @@
 
 The expert reads the true object pose and extents from the simulator and drives the hand through
 phases (align above, descend, close until both pads touch, squeeze, then the task's own motion).
-Its knob is ``closure``: the grip force (newtons per finger, as the tactile images measure it)
+``approach_gain`` (default 1: deadbeat) scales the proportional step toward the pose above the
+object: below 1 the hand converges over several steps, which gives imitation data many frames
+that show how hand-object offsets map to motion (at 1 that happens in one or two frames).
+Its main knob is ``closure``: the grip force (newtons per finger, as the tactile images measure it)
 that the expert regulates the jaw to once both pads touch, by moving the jaw servo's target a
 little each step; the jaw never closes more than ``MAX_SQUEEZE`` past first contact.
 ``"gentle"`` (1.0 N) holds every object without crushing it, ``"firm"`` (6 N, usually reaching
@@ -35,8 +38,17 @@ PAD_HALF_HEIGHT = 0.03
 class SoftExpert:
     """Phase-scripted grasping expert for SoftLift, SoftPlace and SoftSqueeze."""
 
-    def __init__(self, env, closure: str | float = "gentle", gripper_mode: str | None = None):
+    def __init__(
+        self,
+        env,
+        closure: str | float = "gentle",
+        gripper_mode: str | None = None,
+        approach_gain: float = 1.0,
+    ):
         self.env: SoftTaskEnv = env.unwrapped
+        if not (isinstance(approach_gain, int | float) and 0.05 <= approach_gain <= 1.0):
+            raise ValueError(f"approach_gain must be in [0.05, 1], got {approach_gain!r}")
+        self.approach_gain = float(approach_gain)
         if isinstance(closure, str):
             if closure not in CLOSURES:
                 raise ValueError(
@@ -73,12 +85,12 @@ class SoftExpert:
     def _finger_forces(self, obs) -> np.ndarray:
         return np.asarray(obs["tactile"]["force"]).reshape(2, -1).sum(axis=1)
 
-    def _goto(self, xyz_world, yaw: float) -> tuple[np.ndarray, float]:
+    def _goto(self, xyz_world, yaw: float, gain: float = 1.0) -> tuple[np.ndarray, float]:
         target = self.env.hand_target()
         desired = np.array(
             [xyz_world[0], xyz_world[1], xyz_world[2] - self.env.ids.hand_base_z, yaw]
         )
-        delta = np.clip((desired - target) / MAX_STEP, -1.0, 1.0)
+        delta = np.clip(gain * (desired - target) / MAX_STEP, -1.0, 1.0)
         error = float(np.linalg.norm(self.env.hand_pose()[:3] - np.asarray(xyz_world)))
         return delta, error
 
@@ -110,7 +122,9 @@ class SoftExpert:
         task = env.task_name
 
         if self.phase == "align":
-            delta, error = self._goto((center[0], center[1], grasp_z + 0.08), yaw)
+            delta, error = self._goto(
+                (center[0], center[1], grasp_z + 0.08), yaw, self.approach_gain
+            )
             if error < 0.006 and abs(env.hand_pose()[3] - yaw) < 0.03:
                 self._next("descend")
             return self._action(delta)

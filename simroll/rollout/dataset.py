@@ -70,6 +70,10 @@ ENVIRONMENT_STATE_NAMES = [
     "goal_x",
     "goal_y",
     "goal_z",
+    "object_dx",
+    "object_dy",
+    "object_dz",
+    "object_dyaw",
 ]
 IMAGE_NAMES = ["height", "width", "channels"]
 

@@ -63,6 +63,12 @@ def _policy_config(cfg: TrainConfig, ds_meta):
     if cfg.policy_type in ("diffusion", "act"):
         overrides.setdefault("pretrained_backbone_weights", None)
     policy_config = make_policy_config(cfg.policy_type, **overrides)
+    mapping = getattr(policy_config, "normalization_mapping", None)
+    if isinstance(mapping, dict) and "ENV" not in mapping and "STATE" in mapping:
+        # LeRobot leaves features of type ENV unnormalized when the mapping has no ENV entry:
+        # object positions in metres (~1e-2) then barely move the network. Normalize them like
+        # the robot state.
+        policy_config.normalization_mapping = {**mapping, "ENV": mapping["STATE"]}
     features = dataset_to_policy_features(ds_meta.features)
     missing = [key for key in cfg.input_features if key not in features]
     if missing:

@@ -77,7 +77,7 @@ class SimrollEnv(EnvConfig):
             for camera in ("scene", "wrist"):
                 self.features[f"pixels/{camera}"] = PolicyFeature(FeatureType.VISUAL, size)
         else:
-            self.features["environment_state"] = PolicyFeature(FeatureType.ENV, (7,))
+            self.features["environment_state"] = PolicyFeature(FeatureType.ENV, (11,))
         if self.tactile_image:  # square, at the cameras' size when there are cameras
             side = self.image_size if self.obs_type == "pixels_agent_pos" else TACTILE_IMAGE_SIZE
             self.features["pixels/tactile"] = PolicyFeature(FeatureType.VISUAL, (side, side, 3))

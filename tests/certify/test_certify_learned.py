@@ -1,0 +1,58 @@
+"""``simroll certify --config-name certify_diffusion`` end to end: CARE on the shipped diffusion
+policy's acceleration configs (fewer denoising steps, longer executed chunks), small and loose so
+that it runs in CI; costs are the engine-recorded network evaluations, not wall time."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.certify.test_certify_cli import simroll
+
+
+@pytest.fixture(scope="module")
+def certified(tmp_path_factory):
+    out = tmp_path_factory.mktemp("certify") / "diffusion"
+    result = simroll(
+        "certify",
+        "--config-name",
+        "certify_diffusion",
+        f"output_dir={out}",
+        "design=fixed",
+        "method=bonferroni",  # every candidate is tested (fixed-sequence stops at a failure)
+        "risk=joint",  # candidates run on every spec, whatever the reference did
+        "episodes=4",
+        "epsilon=0.6",
+        "delta=0.2",
+        "~policy@candidates.denoise_5",
+        "~accel@candidates.denoise_5",
+        "env.objects=[sponge]",
+        "progress=false",
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return out, json.loads((out / "certificate.json").read_text())
+
+
+def test_candidates_cost_fewer_network_evaluations_per_step_than_the_reference(certified):
+    _, certificate = certified
+    reference = certificate["reference"]["cost"]["model_calls_per_step"]
+    by_name = {c["name"]: c for c in certificate["candidates"]}
+    assert set(by_name) == {"denoise_2", "denoise_2_chunk_12"}
+    # reference: 10 denoising steps per 8-action chunk; denoise_2: 2 per 8; +chunk_12: 2 per 12
+    assert reference == pytest.approx(10 / 8, rel=0.15)
+    assert by_name["denoise_2"]["speedup_model_calls"] == pytest.approx(5.0, rel=0.15)
+    assert by_name["denoise_2_chunk_12"]["speedup_model_calls"] == pytest.approx(7.5, rel=0.2)
+
+
+def test_every_policy_ran_the_same_paired_specs(certified):
+    out, certificate = certified
+    seeds = {}
+    for name in ("diffusion", "denoise_2", "denoise_2_chunk_12"):
+        rows = [
+            json.loads(line) for line in (out / name / "records.jsonl").read_text().splitlines()
+        ]
+        seeds[name] = sorted(row["spec"]["seed"] for row in rows)
+    assert seeds["denoise_2"] and seeds["denoise_2"] == seeds["diffusion"]
+    assert certificate["chosen"] in ("diffusion", "denoise_2", "denoise_2_chunk_12")
