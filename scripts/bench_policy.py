@@ -29,7 +29,7 @@ import yaml
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from simroll.policies.lerobot import load_policy  # noqa: E402
+from simroll.policies.lerobot import load_policy, read_env_record  # noqa: E402
 from simroll.rollout.backends import EpisodeJob  # noqa: E402
 from simroll.rollout.episode import EnvConfig  # noqa: E402
 from simroll.rollout.runner import evaluate, make_specs  # noqa: E402
@@ -77,13 +77,10 @@ def accel_overrides(names: list[str]) -> dict:
 def bench_one(path: str, specs, scratch: Path, args) -> dict:
     policy_type = json.loads((Path(path) / "config.json").read_text())["type"]
     obs_mode, image_size = OBS.get(policy_type, ("state", 96))
-    trained = Path(path) / "simroll_env.json"  # the env settings of the training data
-    gripper_mode = "continuous"
-    if trained.is_file():
-        recorded = json.loads(trained.read_text())
-        obs_mode = recorded.get("obs_mode", obs_mode)
-        image_size = recorded.get("image_size", image_size)
-        gripper_mode = recorded.get("gripper_mode", gripper_mode)
+    trained = read_env_record(Path(path))  # the env settings of the training data
+    obs_mode = trained.get("obs_mode", obs_mode)
+    image_size = trained.get("image_size", image_size)
+    gripper_mode = trained.get("gripper_mode", "continuous")
     env_config = EnvConfig(obs_mode=obs_mode, image_size=image_size, gripper_mode=gripper_mode)
     results = {}
     for name, accels in VARIANTS.get(policy_type, {"reference": []}).items():

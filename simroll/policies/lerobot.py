@@ -22,6 +22,7 @@ import torch
 from simroll.rollout.dataset import observation_frame
 
 ACTION_DIM = 5
+ENV_RECORD = "simroll_env.json"  # in a checkpoint: the env settings of its training data
 
 
 class PolicyLoadError(ValueError):
@@ -161,16 +162,21 @@ def check_compatible(config: dict[str, Any], observation_space, path: Path) -> N
         )
 
 
-def check_gripper_mode(path: Path, env) -> None:
-    """Refuse an env whose gripper command means something else than in the training data (the
-    checkpoint's ``simroll_env.json``, written by ``simroll train`` from the dataset)."""
-    record = path / "simroll_env.json"
+def read_env_record(path: Path) -> dict[str, Any]:
+    """The env settings a checkpoint was trained for (``ENV_RECORD``, written by ``simroll train``
+    from the dataset: gripper mode, obs mode, image size); empty when it has none."""
+    record = Path(path) / ENV_RECORD
     if not record.is_file():
-        return
+        return {}
     try:
-        trained = json.loads(record.read_text()).get("gripper_mode")
+        return json.loads(record.read_text())
     except json.JSONDecodeError as exc:
         raise PolicyLoadError(f"{record} is not valid JSON: {exc}") from exc
+
+
+def check_gripper_mode(path: Path, env) -> None:
+    """Refuse an env whose gripper command means something else than in the training data."""
+    trained = read_env_record(path).get("gripper_mode")
     mode = getattr(env.unwrapped, "gripper_mode", None)
     if trained and mode and trained != mode:
         raise PolicyLoadError(

@@ -197,7 +197,7 @@ def run_episode(
         if owns_env and env is not None:
             env.close()
     extra: dict[str, Any] = {"attempt": attempt}
-    evaluations = getattr(policy, "network_evaluations", None) if policy is not None else None
+    evaluations = getattr(policy, "network_evaluations", None)
     if isinstance(evaluations, int):
         extra["network_evaluations"] = evaluations
     evaluation = info.get("eval", {})

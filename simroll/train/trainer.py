@@ -28,8 +28,6 @@ from tqdm import tqdm
 
 from simroll.rollout.store import write_json_atomic
 
-ENV_RECORD = "simroll_env.json"  # in each checkpoint: the env settings of its training data
-
 
 class TrainingDataError(ValueError):
     """The dataset lacks a feature the policy is configured to read."""
@@ -125,6 +123,8 @@ def save_checkpoint(
 ) -> None:
     """Write a LeRobot checkpoint atomically, plus ``ENV_RECORD`` (the dataset's env settings,
     which ``load_policy`` checks: a gripper command means different things in different modes)."""
+    from simroll.policies.lerobot import ENV_RECORD  # imports LeRobot: not at module load
+
     tmp = directory.with_name(directory.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     policy.save_pretrained(tmp)

@@ -184,7 +184,8 @@ def test_act_trains_reduces_the_loss_and_reloads(lift_dataset, tmp_path):
 def test_checkpoint_refuses_an_env_with_another_gripper_mode(trained, tmp_path):
     import shutil
 
-    from simroll.train.trainer import ENV_RECORD, dataset_env
+    from simroll.policies.lerobot import ENV_RECORD
+    from simroll.train.trainer import dataset_env
 
     out, _ = trained
     checkpoint = tmp_path / "ckpt"
