@@ -46,13 +46,26 @@ def test_candidates_cost_fewer_network_evaluations_per_step_than_the_reference(c
     assert by_name["denoise_2_chunk_12"]["speedup_model_calls"] == pytest.approx(7.5, rel=0.2)
 
 
-def test_every_policy_ran_the_same_paired_specs(certified):
+def test_candidates_ran_the_same_specs_and_the_reference_only_where_needed(certified):
+    """Joint risk, fixed design: every candidate runs every calibration spec; the reference runs
+    the specs on which some candidate failed (elsewhere no loss is possible), plus the first
+    ``reference_cost_episodes`` (2) specs when it had run fewer, to measure its cost. Which specs
+    fail depends on the policy's outcomes, which may differ between CPUs (float kernels)."""
     out, certificate = certified
-    seeds = {}
+    rows = {}
     for name in ("diffusion", "denoise_2", "denoise_2_chunk_12"):
-        rows = [
-            json.loads(line) for line in (out / name / "records.jsonl").read_text().splitlines()
-        ]
-        seeds[name] = sorted(row["spec"]["seed"] for row in rows)
-    assert seeds["denoise_2"] and seeds["denoise_2"] == seeds["diffusion"]
+        lines = (out / name / "records.jsonl").read_text().splitlines()
+        rows[name] = {row["spec"]["index"]: row for row in map(json.loads, lines)}
+    assert set(rows["denoise_2"]) == set(rows["denoise_2_chunk_12"]) == {0, 1, 2, 3}
+    for index, row in rows["diffusion"].items():
+        assert row["spec"]["seed"] == rows["denoise_2"][index]["spec"]["seed"]
+    failed_somewhere = {
+        index
+        for name in ("denoise_2", "denoise_2_chunk_12")
+        for index, row in rows[name].items()
+        if not row["success"]
+    }
+    expected = failed_somewhere | ({0, 1} if len(failed_somewhere) < 2 else set())
+    assert set(rows["diffusion"]) == expected
+    assert certificate["rollouts"]["per_policy"]["reference"] == len(expected)
     assert certificate["chosen"] in ("diffusion", "denoise_2", "denoise_2_chunk_12")
