@@ -40,7 +40,7 @@ from simroll.certify.rollouts import (  # noqa: E402
 )
 from simroll.certify.sequential import EProcessTest, run_sequential  # noqa: E402
 from simroll.certify.settings import CareSettings, CertifyError  # noqa: E402
-from simroll.cli.common import env_config_from  # noqa: E402
+from simroll.cli.common import ConfigError, env_config_from  # noqa: E402
 from simroll.envs.soft import TASKS  # noqa: E402
 from simroll.envs.variations import VARIATIONS  # noqa: E402
 from simroll.report import write_html_report_or_warn  # noqa: E402
@@ -49,10 +49,6 @@ from simroll.rollout.episode import config_hash  # noqa: E402
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "_data" / "configs")
 DESIGNS = ("sequential", "fixed")
-
-
-class ConfigError(ValueError):
-    """A config value is invalid; the message names it and the valid choices."""
 
 
 def _check_choice(key: str, values, valid) -> None:

@@ -21,7 +21,12 @@ import hydra  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from simroll.assets import list_objects  # noqa: E402
-from simroll.cli.common import check_policy_loads, env_config_from, policy_from  # noqa: E402
+from simroll.cli.common import (  # noqa: E402
+    ConfigError,
+    check_policy_loads,
+    env_config_from,
+    policy_from,
+)
 from simroll.envs.soft import TASKS  # noqa: E402
 from simroll.envs.variations import VARIATIONS  # noqa: E402
 from simroll.report import write_html_report_or_warn  # noqa: E402
@@ -36,10 +41,6 @@ from simroll.rollout.video import record_video  # noqa: E402
 from simroll.scoring.report import write_report  # noqa: E402
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "_data" / "configs")
-
-
-class ConfigError(ValueError):
-    """A config value is invalid; the message names it and the valid choices."""
 
 
 def _check_choice(key: str, values, valid) -> None:

@@ -18,13 +18,11 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import hydra  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
+from simroll.cli.common import ConfigError  # noqa: E402
+
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "_data" / "configs")
 RUN_KEYS = ("stage", "output_dir", "threads", "preset", "hydra")
 STAGES = ("collect", "train", "bench", "all")
-
-
-class ConfigError(ValueError):
-    """A config value is invalid; the message names it and the valid choices."""
 
 
 def run(cfg: DictConfig) -> dict:

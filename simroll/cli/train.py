@@ -38,6 +38,7 @@ def run(cfg: DictConfig) -> dict:
         log_every=cfg.log_every,
         checkpoint_every=cfg.checkpoint_every,
         threads=cfg.threads,
+        ema_decay=recipe.get("ema_decay"),
     )
     summary = train(train_config, progress=cfg.progress)
     print(

@@ -52,6 +52,7 @@ def test_eval_writes_records_report_plot_and_a_playable_video(tmp_path):
         ("episodes=0", "episodes must be an integer >= 1"),
         ("backend.name=cloud", "backend.name: unknown value 'cloud'"),
         ("policy_latency_s=fast", "policy_latency_s must be null, 'measured' or seconds"),
+        ("policy=lerobot", "policy=lerobot needs a value for policy.path"),
     ],
 )
 def test_bad_config_values_fail_before_any_episode(tmp_path, override, message):
