@@ -74,6 +74,18 @@ class ObjectAsset:
     def calibration(self) -> Calibration:
         return load_calibration(self.calibration_file)
 
+    @property
+    def yaw_symmetric(self) -> bool:
+        """Whether turning the object about the vertical axis leaves its shape unchanged: its
+        rigid twin's geoms are all unrotated cylinders, spheres or capsules (read from the XML,
+        so a new object needs no entry in any list). Boxes and meshes are not."""
+        geoms = list(self.body_element(rigid_twin=True).iter("geom"))
+        return bool(geoms) and all(
+            geom.get("type") in ("cylinder", "sphere", "capsule")
+            and not any(geom.get(key) for key in ("euler", "quat", "axisangle", "xyaxes", "zaxis"))
+            for geom in geoms
+        )
+
 
 def list_objects() -> list[str]:
     root = assets_root() / "objects"

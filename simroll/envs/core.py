@@ -263,8 +263,7 @@ class SoftTaskEnv(gym.Env):
         return self._observation(), info
 
     def _yaw_matters(self) -> bool:
-        extents = self.object_half_extents()
-        return abs(extents[0] - extents[1]) > 1e-6 or self.object_asset.name in ("sponge", "tofu")
+        return not self.object_asset.yaw_symmetric
 
     def _place_object(self, dx: float, dy: float, yaw: float) -> None:
         c, s = math.cos(yaw), math.sin(yaw)

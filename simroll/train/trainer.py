@@ -19,10 +19,12 @@ samples much smoother actions from them than from the last optimiser step's.
 from __future__ import annotations
 
 import csv
+import importlib
 import json
 import math
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,10 +101,12 @@ def _delta_timestamps(policy_config, cfg: TrainConfig, fps: int) -> dict[str, li
 
 class MemoizedDataset(torch.utils.data.Dataset):
     """Keeps each item the LeRobotDataset returns, so epochs after the first skip decoding and
-    timestamp queries (the small state datasets fit in memory many times over)."""
+    timestamp queries (the small state datasets fit in memory many times over). Keys in ``drop``
+    (camera streams the policy does not read) are removed before an item is kept."""
 
-    def __init__(self, dataset):
+    def __init__(self, dataset, drop: Sequence[str] = ()):
         self.dataset = dataset
+        self.drop = tuple(drop)
         self.items: list[Any] = [None] * len(dataset)
 
     def __len__(self) -> int:
@@ -110,7 +114,11 @@ class MemoizedDataset(torch.utils.data.Dataset):
 
     def __getitem__(self, index: int):
         if self.items[index] is None:
-            self.items[index] = self.dataset[index]
+            item = self.dataset[index]
+            for key in self.drop:
+                item.pop(key, None)
+                item.pop(f"{key}_is_pad", None)
+            self.items[index] = item
         return self.items[index]
 
 
@@ -142,6 +150,17 @@ def save_checkpoint(
     tmp.replace(directory)
 
 
+def _video_backend() -> str:
+    """torchcodec where its FFmpeg libraries load, else PyAV. Chosen here, quietly, because
+    LeRobot's own fallback logs torchcodec's whole loading traceback on machines without
+    system FFmpeg (where PyAV, which bundles its own, decodes the same frames)."""
+    try:
+        importlib.import_module("torchcodec.decoders")
+    except (ImportError, OSError, RuntimeError):
+        return "pyav"
+    return "torchcodec"
+
+
 def train(cfg: TrainConfig, progress: bool = True) -> dict[str, Any]:
     """Train and checkpoint; returns the summary written to ``metrics.json``."""
     from lerobot.datasets.lerobot_dataset import LeRobotDataset, LeRobotDatasetMetadata
@@ -162,7 +181,10 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, Any]:
     ds_meta = LeRobotDatasetMetadata(repo_id, root=root)
     policy_config = _policy_config(cfg, ds_meta)
     dataset = LeRobotDataset(
-        repo_id, root=root, delta_timestamps=_delta_timestamps(policy_config, cfg, ds_meta.fps)
+        repo_id,
+        root=root,
+        delta_timestamps=_delta_timestamps(policy_config, cfg, ds_meta.fps),
+        video_backend=_video_backend(),
     )
     policy = make_policy(policy_config, ds_meta=ds_meta)
     preprocessor, postprocessor = make_pre_post_processors(
@@ -179,7 +201,8 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, Any]:
 
         ema = EMAModel(policy.parameters(), decay=cfg.ema_decay, use_ema_warmup=True, power=0.75)
     generator = torch.Generator().manual_seed(cfg.seed)
-    source = MemoizedDataset(dataset) if cfg.memoize else dataset
+    unread = [key for key in ds_meta.camera_keys if key not in policy_config.input_features]
+    source = MemoizedDataset(dataset, drop=unread) if cfg.memoize else dataset
     loader = torch.utils.data.DataLoader(
         source,
         batch_size=cfg.batch_size,

@@ -131,3 +131,14 @@ def test_malformed_calibration_raises_asset_error_naming_the_file(temp_assets, c
         get_object("sponge").calibration()
     assert str(path) in str(raised.value)
     assert message in str(raised.value)
+
+
+def test_yaw_symmetry_is_read_from_the_rigid_twins_shape():
+    # boxes and meshes change under a turn about z (their yaw is randomized); cylinders do not
+    symmetric = {name: get_object(name).yaw_symmetric for name in list_objects()}
+    assert symmetric == {
+        "dumpling": False,
+        "foam_cylinder": True,
+        "sponge": False,
+        "tofu": False,
+    }

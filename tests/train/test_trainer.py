@@ -10,7 +10,7 @@ import pytest
 
 import simroll.envs  # noqa: F401
 from simroll.policies.lerobot import PolicyLoadError, load_policy
-from simroll.train.trainer import TrainConfig, TrainingDataError, train
+from simroll.train.trainer import MemoizedDataset, TrainConfig, TrainingDataError, train
 
 TINY_DIFFUSION = {
     "down_dims": [16, 32],
@@ -235,3 +235,24 @@ def test_ema_checkpoints_hold_averaged_weights_without_changing_training(lift_da
     assert len(differs) > len(runs["plain"][1]) // 2
     with pytest.raises(ValueError, match="ema_decay"):
         train(TrainConfig(str(lift_dataset), str(tmp_path / "bad"), ema_decay=1.5), progress=False)
+
+
+def test_memoized_items_drop_unread_cameras_and_are_decoded_once():
+    calls = []
+
+    class Source:
+        def __len__(self):
+            return 2
+
+        def __getitem__(self, index):
+            calls.append(index)
+            return {
+                "observation.state": np.full(3, index),
+                "observation.images.tactile": np.zeros((3, 8, 8)),
+                "observation.images.tactile_is_pad": np.zeros(1, dtype=bool),
+            }
+
+    memo = MemoizedDataset(Source(), drop=["observation.images.tactile"])
+    first = memo[1]
+    assert sorted(first) == ["observation.state"]
+    assert memo[1] is first and calls == [1]
