@@ -13,7 +13,6 @@ what those numbers leave out.
 from __future__ import annotations
 
 import json
-import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +24,8 @@ import yaml
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec
 from simroll.rollout.runner import make_specs
 from simroll.rollout.store import RECORDS_FILENAME, RecordStore, StoreContents
-from simroll.scoring.stats import Rate, binomial_rate
+from simroll.scoring.dsr import summarise
+from simroll.scoring.stats import Rate
 
 CERTIFICATE_FILENAME = "certificate.json"
 SUMMARY_FILENAME = "summary.json"
@@ -468,29 +468,23 @@ def breakdown(
     method: str = "beta",
     alpha: float = 0.05,
 ) -> list[Breakdown]:
-    """TSR, DSR and violation rate (as in :func:`simroll.scoring.dsr.aggregate`) per label."""
+    """TSR, DSR and violation rate (:func:`simroll.scoring.dsr.summarise`) per label."""
     groups: dict[tuple[str, ...], list[EpisodeRecord]] = defaultdict(list)
     for record in records:
         groups[label(record)].append(record)
     rows = []
     for key in sorted(groups):
-        members = groups[key]
-        successes = sum(r.success for r in members)
-        dsr_successes = sum(r.dsr_success for r in members)
-        peaks = [r.peak_deformation for r in members if not math.isnan(r.peak_deformation)]
-        calls = sum(r.policy_calls for r in members)
+        scores = summarise("", "", "", groups[key], method, alpha)
         rows.append(
             Breakdown(
                 label=key,
-                episodes=len(members),
-                tsr=binomial_rate(successes, len(members), method, alpha),
-                dsr=binomial_rate(dsr_successes, len(members), method, alpha),
-                violation=binomial_rate(successes - dsr_successes, successes, method, alpha),
-                peak_deformation_mean=sum(peaks) / len(peaks) if peaks else math.nan,
-                compute_per_call_s=(
-                    sum(r.policy_compute_s for r in members) / calls if calls else math.nan
-                ),
-                errors=sum(r.error is not None for r in members),
+                episodes=scores.episodes,
+                tsr=scores.tsr,
+                dsr=scores.dsr,
+                violation=scores.violation,
+                peak_deformation_mean=scores.peak_deformation_mean,
+                compute_per_call_s=scores.compute_per_call_s,
+                errors=scores.errors,
             )
         )
     return rows

@@ -87,19 +87,20 @@ def aggregate(
     summaries = []
     for task in sorted(by_task):
         for key in sorted(k for k in groups if k[0] == task):
-            summaries.append(_summarise(*key, groups[key], method, alpha))
-        summaries.append(_summarise(task, ALL, ALL, by_task[task], method, alpha))
+            summaries.append(summarise(*key, groups[key], method, alpha))
+        summaries.append(summarise(task, ALL, ALL, by_task[task], method, alpha))
     return summaries
 
 
-def _summarise(
+def summarise(
     task: str,
     object_name: str,
     variation: str,
     records: Sequence[EpisodeRecord],
-    method: str,
-    alpha: float,
+    method: str = "beta",
+    alpha: float = 0.05,
 ) -> GroupSummary:
+    """Scores of ``records`` as one group, labelled ``(task, object_name, variation)``."""
     successes = sum(record.success for record in records)
     dsr_successes = sum(record.dsr_success for record in records)
     # A success with unknown (nan) deformation is a violation too: it was not shown to be safe.
