@@ -14,8 +14,9 @@ such as the scripted expert overshoot and oscillate).
 This is an honest but crude acceleration, here so that certification (``simroll certify``) can be
 demonstrated and tested end to end with the scripted expert until the learned policies' own
 acceleration knobs (action chunking, token pruning, fewer flow steps) land. Its compute is
-countable exactly: :meth:`ReplanEvery.model_calls` gives the number of wrapped-model calls for a
-given number of ``select_action`` calls, the deterministic compute proxy certification uses.
+countable exactly: :attr:`ReplanEvery.network_evaluations` is the wrapped model's evaluations
+since the reset (its own count where it keeps one, else its ``select_action`` calls), which the
+episode engine records like any policy's and certification uses as its deterministic cost.
 """
 
 from __future__ import annotations
@@ -83,8 +84,9 @@ class ReplanEvery:
     def predict_action_chunk(self, obs: Any) -> np.ndarray:
         return self.select_action(obs)[None]
 
-    def model_calls(self, select_action_calls: int) -> int:
-        """Wrapped-model calls made in an episode of ``select_action_calls`` calls."""
-        if select_action_calls <= 0:
-            return 0
-        return math.floor((select_action_calls - 1) / self.every) + 1
+    @property
+    def network_evaluations(self) -> int:
+        """Evaluations of the wrapped model since ``reset``: its own count when it keeps one
+        (a LeRobot policy's chunks x denoising steps), else one per call made to it."""
+        inner = getattr(self.inner, "network_evaluations", None)
+        return inner if isinstance(inner, int) else self.compute_calls

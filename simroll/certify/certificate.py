@@ -46,13 +46,13 @@ class PolicyCost:
         return asdict(self)
 
 
-def measure_cost(records: Sequence[EpisodeRecord], model_calls=None) -> PolicyCost:
+def measure_cost(records: Sequence[EpisodeRecord]) -> PolicyCost:
     """Compute per control step from ``records``.
 
     Model calls per episode are the network evaluations the episode engine recorded
-    (``record.extra["network_evaluations"]``, for LeRobot policies: chunks x denoising steps) when
-    it did, else from ``model_calls(select_action_calls)`` (a policy's exact count,
-    e.g. :meth:`simroll.certify.accel.ReplanEvery.model_calls`), else one per ``select_action``.
+    (``record.extra["network_evaluations"]``: for LeRobot policies chunks x denoising steps, for
+    :class:`~simroll.certify.accel.ReplanEvery` the wrapped model's calls) when the policy
+    counts them, else one per ``select_action``.
     """
     records = [r for r in records if r.error is None]
     steps = sum(r.steps for r in records)
@@ -61,12 +61,7 @@ def measure_cost(records: Sequence[EpisodeRecord], model_calls=None) -> PolicyCo
         return PolicyCost(len(records), steps, nan, nan)
     calls = 0
     for record in records:
-        if "network_evaluations" in record.extra:
-            calls += int(record.extra["network_evaluations"])
-        elif model_calls is not None:
-            calls += int(model_calls(record.policy_calls))
-        else:
-            calls += record.policy_calls
+        calls += int(record.extra.get("network_evaluations", record.policy_calls))
     wall = sum(r.policy_compute_s for r in records)
     return PolicyCost(len(records), steps, wall / steps, calls / steps)
 

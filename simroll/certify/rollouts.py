@@ -73,15 +73,13 @@ class PolicyRun:
 
 def preflight(
     spec: EpisodeSpec, policies: Mapping[str, Callable[[Any], Any]], env_config: EnvConfig
-) -> dict[str, Callable[[int], int] | None]:
+) -> None:
     """Build each policy on ``spec``'s env and check its first action's shape.
 
     The first entry of ``policies`` is the reference. Raises :class:`ActionSpaceError` naming
-    the policy, its action shape and the expected one. Returns each policy's exact model-call
-    counter (its ``model_calls`` method) where it has one.
+    the policy, its action shape and the expected one.
     """
     env = env_config.make(spec)
-    counters: dict[str, Callable[[int], int] | None] = {}
     try:
         expected = tuple(env.action_space.shape)
         reference_shape = None
@@ -104,11 +102,8 @@ def preflight(
                     f"action space is {env.action_space} and the reference's actions have shape "
                     f"{reference_shape}; a candidate must act in the reference's action space"
                 )
-            counter = getattr(policy, "model_calls", None)
-            counters[name] = counter if callable(counter) else None
     finally:
         env.close()
-    return counters
 
 
 class RolloutSource:

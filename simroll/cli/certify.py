@@ -134,7 +134,7 @@ def run(cfg: DictConfig) -> Certificate:
         for name, config in configs.items()
     }
     try:
-        counters = preflight(specs[0], factories, env_config)
+        preflight(specs[0], factories, env_config)
     except CertifyError as exc:
         raise ConfigError(str(exc)) from None
     output_dir = Path(cfg.output_dir)
@@ -171,7 +171,7 @@ def run(cfg: DictConfig) -> Certificate:
     if measured < min(cfg.reference_cost_episodes, len(specs)):
         source.reference(range(min(cfg.reference_cost_episodes, len(specs))))
     costs = {
-        name: measure_cost(list(source.records[name].values()), counters.get(name))
+        name: measure_cost(list(source.records[name].values()))
         for name in configs
         if source.records[name]
     }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -21,14 +23,28 @@ class CountingPolicy:
 
 
 @pytest.mark.parametrize("every", [1, 1.5, 2, 2.5, 3, 7])
-def test_model_calls_counts_exactly_the_calls_made(every):
+def test_network_evaluations_count_exactly_the_calls_made(every):
     policy = ReplanEvery(None, CountingPolicy, every=every)
     for steps in (1, 2, 10, 41, 100):
         policy.reset()
         for _ in range(steps):
             policy.select_action(None)
-        assert policy.inner.calls == policy.compute_calls == policy.model_calls(steps)
-    assert policy.model_calls(0) == 0
+        expected = math.floor((steps - 1) / every) + 1
+        assert policy.inner.calls == policy.network_evaluations == expected
+    policy.reset()
+    assert policy.network_evaluations == 0
+
+
+def test_network_evaluations_are_the_wrapped_models_own_count_when_it_keeps_one():
+    class Counted(CountingPolicy):
+        @property
+        def network_evaluations(self):
+            return 10 * self.calls  # e.g. ten denoising steps per call
+
+    policy = ReplanEvery(None, Counted, every=2)
+    for _ in range(5):
+        policy.select_action(None)
+    assert policy.network_evaluations == 30
 
 
 def test_hold_keeps_the_grip_and_stops_the_hand_and_repeat_repeats():

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
 import numpy as np
 import pytest
 
-from simroll.certify.accel import ReplanEvery
 from simroll.certify.care import run_fixed
 from simroll.certify.certificate import PolicyCost, build_certificate, measure_cost
 from simroll.certify.paired import ArraySource
@@ -83,13 +83,12 @@ def test_reference_is_deployed_when_nothing_is_certified_or_nothing_is_cheaper()
     assert certificate.chosen == "ref" and certificate.notes
 
 
-def test_measured_cost_uses_exact_model_calls_when_the_policy_counts_them():
+def test_measured_cost_uses_recorded_network_evaluations_when_the_policy_counts_them():
     records = [record(s) for s in SPECS[:3]]  # 10 select_action calls, 10 steps, 10 ms each
     plain = measure_cost(records)
     assert plain.model_calls_per_step == 1.0 and plain.wall_s_per_step == pytest.approx(1e-3)
-    replan = ReplanEvery.__new__(ReplanEvery)
-    replan.every = 3.0
-    assert measure_cost(records, replan.model_calls).model_calls_per_step == pytest.approx(0.4)
+    counted = [dataclasses.replace(r, extra={"network_evaluations": 4}) for r in records]
+    assert measure_cost(counted).model_calls_per_step == pytest.approx(0.4)
     assert math.isnan(measure_cost([]).wall_s_per_step)
 
 
