@@ -105,6 +105,11 @@ def main() -> None:
         "the TSR ratio",
     )
     parser.add_argument("--train-command", default="", help="the simroll train command line")
+    parser.add_argument(
+        "--selection",
+        default="",
+        help="how this checkpoint was chosen among the run's checkpoints (named eval runs)",
+    )
     args = parser.parse_args()
 
     target = ROOT / "policies" / args.name
@@ -131,6 +136,11 @@ def main() -> None:
         f"{metrics['batch_size']}, seed {metrics['seed']}; loss {metrics['first_loss']:.3f} -> "
         f"{metrics['final_loss']:.3f}; {metrics['seconds'] / 60:.0f} minutes on CPU",
         f"- recipe overrides: `{json.dumps(recipe.get('policy_overrides', {}))}`",
+        (
+            f"- weights: exponential moving average, decay {metrics['ema_decay']} with warm-up"
+            if metrics.get("ema_decay")
+            else "- weights: the last optimizer step's (no moving average)"
+        ),
         "",
         "## Closed-loop results",
         "",
@@ -141,6 +151,7 @@ def main() -> None:
             else []
         ),
         f"Training command: `{args.train_command}`\n" if args.train_command else "",
+        f"Checkpoint selection: {args.selection}\n" if args.selection else "",
         "_Card written by `python scripts/ship_policy.py`; numbers from the runs named above._",
     ]
     (target / "card.md").write_text("\n".join(card) + "\n")

@@ -39,7 +39,7 @@ class SimrollEnv(EnvConfig):
     episode_length: int | None = None  # None: the task's own limit
     obs_type: str = "pixels_agent_pos"  # or "environment_state_agent_pos" (privileged state)
     image_size: int = 96
-    gripper_mode: str = "continuous"
+    gripper_mode: str = "delta"  # what `simroll collect` records and the shipped policies use
     tactile: bool = True  # observation.tactile and observation.tactile_markers
     tactile_image: bool = False  # observation.images.tactile
     clip_actions: bool = True
