@@ -2,7 +2,8 @@
 
 Every consumer (eval, certification, training-time validation, benchmarks) runs episodes through
 this function, whatever backend hosts it. An episode is fully determined by its
-:class:`EpisodeSpec`: the env is reset with ``seed=spec.seed`` and ``variation=spec.variation``.
+:class:`EpisodeSpec`: the env is reset with ``seed=spec.seed`` and ``variation=spec.variation``,
+and torch's global generator (a stochastic policy's sampling noise) is seeded with ``spec.seed``.
 
 The policy is built per episode by ``policy_factory(env)`` (privileged experts need the env they
 control; learned policies ignore it) and must offer ``reset()`` and ``select_action(obs)``. Each
@@ -25,6 +26,7 @@ import hashlib
 import inspect
 import json
 import math
+import sys
 import time
 import traceback
 from collections import deque
@@ -136,6 +138,15 @@ def _hold_action(previous: np.ndarray | None) -> np.ndarray:
     return action
 
 
+def _seed_policy_randomness(seed: int) -> None:
+    """Seed torch's global generator, which stochastic policies sample from (LeRobot's diffusion
+    noise, SimVLA's flow noise), so their episode too is fixed by its spec and not by whatever
+    ran earlier in this process or worker. Torch is seeded only when a policy has imported it."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(seed)
+
+
 def run_episode(
     spec: EpisodeSpec,
     policy_factory: PolicyFactory,
@@ -166,6 +177,7 @@ def run_episode(
         policy = policy_factory(env)
         obs, info = env.reset(seed=spec.seed, options={"variation": spec.variation})
         policy.reset()
+        _seed_policy_randomness(spec.seed)
         pending: deque[np.ndarray] = deque()
         applied: np.ndarray | None = None
         if on_step is not None:

@@ -9,6 +9,7 @@ import os
 
 import numpy as np
 import pytest
+import torch
 
 from simroll.experts import SoftExpert
 from simroll.rollout.backends import EpisodeJob, run_backend
@@ -71,6 +72,38 @@ def test_run_episode_records_a_successful_expert_episode():
 
 def test_same_spec_gives_the_same_record_twice():
     assert outcome(run_episode(SPEC, gentle_expert)) == outcome(run_episode(SPEC, gentle_expert))
+
+
+class NoisyPolicy:
+    """Samples its action from torch's global generator, as diffusion and flow policies do."""
+
+    def __init__(self, env):
+        self.actions = []
+
+    def reset(self):
+        pass
+
+    def select_action(self, obs):
+        action = (0.3 * torch.randn(5)).clamp(-1, 1).numpy().astype(np.float32)
+        self.actions.append(action)
+        return action
+
+
+def test_a_stochastic_policys_episode_is_fixed_by_its_spec_not_by_earlier_draws():
+    policies = []
+
+    def factory(env):
+        policies.append(NoisyPolicy(env))
+        return policies[-1]
+
+    short = dataclasses.replace(SPEC, seed=SPEC.seed + 1)
+    first = run_episode(SPEC, factory)
+    torch.randn(100)  # whatever ran in between must not matter
+    run_episode(short, factory)
+    again = run_episode(SPEC, factory)
+    assert outcome(first) == outcome(again)
+    np.testing.assert_array_equal(policies[0].actions, policies[2].actions)
+    assert not np.array_equal(policies[0].actions[0], policies[1].actions[0])
 
 
 def test_control_delay_changes_the_episode_and_is_recorded():
