@@ -1,7 +1,8 @@
 """Measures the scripted expert's success and deformation; writes benchmarks/results/expert.json.
 
-For every soft task and object (default physics, ``obs_mode="state"``) the gentle and the firm
-expert each run the same ``--episodes`` seeded episodes (seeds from
+For every soft task and object (default physics, ``obs_mode="state"``, ``--gripper-mode``
+delta by default: the mode ``simroll collect`` records and the learned policies act in) the
+gentle and the firm expert each run the same ``--episodes`` seeded episodes (seeds from
 ``derive_seed("soft", task, index)``, so both closures and all objects see the same seeds),
 through the one episode loop ``simroll.rollout.episode.run_episode``. Per (task, object, closure)
 the JSON holds the success rate with its Clopper-Pearson 95 % interval, the median and maximum
@@ -130,6 +131,9 @@ def main() -> int:
     parser.add_argument("--episodes", type=int, default=50, help="episodes per cell")
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     parser.add_argument("--objects", nargs="+", default=list_objects())
+    parser.add_argument(
+        "--gripper-mode", default="delta", choices=["delta", "continuous", "binary"]
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     if args.episodes < 1:
@@ -140,12 +144,14 @@ def main() -> int:
         "machine": machine,
         "episodes_per_cell": args.episodes,
         "obs_mode": "state",
+        "gripper_mode": args.gripper_mode,
         "variation": "default",
+        "command": "python scripts/bench_expert.py " + " ".join(sys.argv[1:]),
         "complete": False,
         "cells": [],
         "episodes": [],
     }
-    pool = EnvPool(EnvConfig(obs_mode="state"))
+    pool = EnvPool(EnvConfig(obs_mode="state", gripper_mode=args.gripper_mode))
     started = time.perf_counter()
     for task in args.tasks:
         for object_name in args.objects:
