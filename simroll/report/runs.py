@@ -24,8 +24,7 @@ import yaml
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec
 from simroll.rollout.runner import make_specs
 from simroll.rollout.store import RECORDS_FILENAME, RecordStore, StoreContents
-from simroll.scoring.dsr import summarise
-from simroll.scoring.stats import Rate
+from simroll.scoring.dsr import GroupSummary, summarise
 
 CERTIFICATE_FILENAME = "certificate.json"
 SUMMARY_FILENAME = "summary.json"
@@ -52,17 +51,11 @@ class Problem:
 
 
 @dataclass(frozen=True)
-class Breakdown:
-    """TSR/DSR of the records sharing one label (e.g. one task and object, variations pooled)."""
+class Breakdown(GroupSummary):
+    """Scores of the records sharing one label (e.g. one task and object, variations pooled);
+    the label replaces the summary's task/object/variation, which are left empty."""
 
-    label: tuple[str, ...]
-    episodes: int
-    tsr: Rate
-    dsr: Rate
-    violation: Rate
-    peak_deformation_mean: float
-    compute_per_call_s: float
-    errors: int
+    label: tuple[str, ...] = ()
 
 
 @dataclass
@@ -475,18 +468,7 @@ def breakdown(
     rows = []
     for key in sorted(groups):
         scores = summarise("", "", "", groups[key], method, alpha)
-        rows.append(
-            Breakdown(
-                label=key,
-                episodes=scores.episodes,
-                tsr=scores.tsr,
-                dsr=scores.dsr,
-                violation=scores.violation,
-                peak_deformation_mean=scores.peak_deformation_mean,
-                compute_per_call_s=scores.compute_per_call_s,
-                errors=scores.errors,
-            )
-        )
+        rows.append(Breakdown(**vars(scores), label=key))
     return rows
 
 
