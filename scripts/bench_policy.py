@@ -5,9 +5,10 @@ For each policy config named on the command line (``configs/policy/<name>.yaml``
 ``configs/accel/*.yaml`` knobs: fewer denoising/flow steps, longer executed chunks, visual-token
 pruning, int8 dynamic quantization) run through the episode engine on the same seeded specs.
 ``benchmarks/results/policy.json`` gets, per policy and variant: measured policy compute per
-control step (wall time summed from the episode records; model calls per step as the deterministic
-proxy), its speed-up over that policy's reference, the control-budget ratio (compute per step /
-50 ms), and TSR/DSR with intervals on those specs.
+control step (wall time summed from the episode records), network evaluations per step (chunks
+times denoising or flow steps: the deterministic proxy) and both ratios to that policy's
+reference, the control-budget ratio (compute per step / 50 ms), and TSR/DSR with intervals on
+those specs.
 
 Run: ``python scripts/bench_policy.py --policies diffusion act vla --episodes 2``. SimVLA reads
 both cameras at 64 px (``obs_mode=full``); the diffusion and ACT policies read proprioception and
@@ -48,7 +49,10 @@ VARIANTS = {
         "chunk_10": ["chunk_10"],
         "keep_tokens_8": ["keep_tokens_8"],
         "int8": ["int8"],
+        "flow_1": ["flow_1"],
         "flow_2+chunk_10": ["flow_2", "chunk_10"],
+        "flow_1+chunk_10": ["flow_1", "chunk_10"],
+        "flow_1+chunk_10+keep_tokens_8": ["flow_1", "chunk_10", "keep_tokens_8"],
     },
     "diffusion": {
         "reference": [],
@@ -57,6 +61,7 @@ VARIANTS = {
         "chunk_8": ["chunk_8"],
         "chunk_12": ["chunk_12"],
         "denoise_2+chunk_12": ["denoise_2", "chunk_12"],
+        "denoise_2+chunk_15": ["denoise_2", "chunk_15"],
     },
     "act": {"reference": [], "chunk_8": ["chunk_8"], "chunk_12": ["chunk_12"]},
 }
@@ -96,7 +101,10 @@ def bench_one(path: str, specs, scratch: Path, args) -> dict:
             "overrides": overrides,
             "episodes": len(records),
             "compute_per_step_s": compute / steps,
-            "model_calls_per_step": sum(r.policy_calls for r in records) / steps,
+            "network_evaluations_per_step": sum(
+                int(r.extra.get("network_evaluations", r.policy_calls)) for r in records
+            )
+            / steps,
             "control_budget_ratio": compute / steps / CONTROL_PERIOD_S,
             "tsr": binomial_rate(successes, len(records)).to_dict(),
             "dsr": binomial_rate(sum(r.dsr_success for r in records), len(records)).to_dict(),
@@ -108,8 +116,10 @@ def bench_one(path: str, specs, scratch: Path, args) -> dict:
             flush=True,
         )
     reference = results["reference"]["compute_per_step_s"]
+    evaluations = results["reference"]["network_evaluations_per_step"]
     for row in results.values():
         row["speedup_vs_reference"] = reference / row["compute_per_step_s"]
+        row["network_evaluation_ratio"] = evaluations / row["network_evaluations_per_step"]
     return {
         "checkpoint": path,
         "policy_type": policy_type,

@@ -39,6 +39,7 @@ def run(cfg: DictConfig) -> dict:
         checkpoint_every=cfg.checkpoint_every,
         threads=cfg.threads,
         ema_decay=recipe.get("ema_decay"),
+        init_from=None if cfg.get("init_from") is None else str(cfg.init_from),
     )
     summary = train(train_config, progress=cfg.progress)
     print(

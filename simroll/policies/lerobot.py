@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ class LeRobotPolicy:
         self.task = task
         self.policy.eval()
         self.chunk_predictions = 0  # model calls since reset (each predicts one action chunk)
+        self._actions: deque[torch.Tensor] = deque()  # the current chunk, un-normalized
         predict = policy.predict_action_chunk
 
         def counted_predict(*args, **kwargs):
@@ -67,6 +69,7 @@ class LeRobotPolicy:
     def reset(self) -> None:
         self.policy.reset()
         self.chunk_predictions = 0
+        self._actions.clear()
 
     def batch(self, obs: dict[str, Any]) -> dict[str, Any]:
         frame = observation_frame(obs, self.tactile_image_size)
@@ -79,10 +82,51 @@ class LeRobotPolicy:
         batch["task"] = [self.task or str(obs.get("task_description", ""))]
         return batch
 
+    def _pending(self) -> deque | None:
+        """The wrapped policy's queue of normalized actions still to execute, for the policy
+        types whose ``select_action`` this wrapper knows (ACT, diffusion, SimVLA); else None."""
+        config = self.policy.config
+        if config.type == "simvla" or (
+            config.type == "act" and config.temporal_ensemble_coeff is None
+        ):
+            return getattr(self.policy, "_action_queue", None)
+        if config.type == "diffusion":
+            return getattr(self.policy, "_queues", {}).get("action")
+        return None
+
+    def _observation_unused(self, pending: deque | None) -> bool:
+        """Whether this step's observation can influence neither the next action nor any later
+        one: the next action is queued, and (diffusion) at least ``n_obs_steps`` actions are, so
+        the observation leaves the history queue before the next re-plan reads it. SimVLA also
+        re-plans when ``n_action_steps`` changed since the queue was made."""
+        if not pending:
+            return False
+        config = self.policy.config
+        if config.type == "diffusion":
+            return len(pending) >= config.n_obs_steps
+        return pending.maxlen == config.n_action_steps
+
     @torch.no_grad()
     def select_action(self, obs: dict[str, Any]) -> np.ndarray:
-        batch = self.preprocessor(self.batch(obs))
-        action = self.postprocessor(self.policy.select_action(batch))
+        """The next action. Between re-plans the observation is not converted or normalized
+        (when :meth:`_observation_unused`), and each new chunk is un-normalized once, whole,
+        instead of action by action: together about 0.6 of the 0.7 ms a non-planning step took
+        in closed loop. The actions are exactly those of calling LeRobot's ``select_action`` and
+        post-processor on every step (tested)."""
+        pending = self._pending()
+        if self._observation_unused(pending):
+            pending.popleft()  # the normalized copy of the action taken from self._actions
+            action = self._actions.popleft()
+        else:
+            planned = self.chunk_predictions
+            action = self.policy.select_action(self.preprocessor(self.batch(obs)))
+            if pending is None:  # a policy type this wrapper does not know: step by step
+                action = self.postprocessor(action)
+            elif self.chunk_predictions != planned:
+                chunk = self.postprocessor(torch.stack([action, *self._pending()]))
+                action, self._actions = chunk[0], deque(chunk[1:])
+            else:
+                action = self._actions.popleft()
         return np.clip(action.squeeze(0).cpu().numpy().astype(np.float32), -1.0, 1.0)
 
     @torch.no_grad()

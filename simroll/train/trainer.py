@@ -14,6 +14,10 @@ With ``ema_decay`` set, an exponential moving average of the weights (diffusers'
 with the warm-up of Diffusion Policy: decay ``1 - (1 + step)^-0.75`` capped at ``ema_decay``) is
 kept alongside the trained weights, and checkpoints hold the averaged weights: a diffusion policy
 samples much smoother actions from them than from the last optimiser step's.
+
+With ``init_from`` the policy starts from the weights of an earlier checkpoint of the same recipe
+(fine-tuning, or continuing a run with a fresh learning-rate schedule) instead of its random
+initialisation.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ class TrainConfig:
     threads: int = 1
     memoize: bool = True  # keep decoded items in memory across epochs
     ema_decay: float | None = None  # checkpoints hold an EMA of the weights (see module doc)
+    init_from: str | None = None  # a checkpoint of the same architecture to fine-tune
 
 
 def _policy_config(cfg: TrainConfig, ds_meta):
@@ -150,6 +155,23 @@ def save_checkpoint(
     tmp.replace(directory)
 
 
+def _pretrained_policy(policy_config, path: Path):
+    """The policy of ``policy_config`` with the weights of the checkpoint at ``path`` (every
+    tensor must match: a fine-tuning run keeps the architecture of what it starts from)."""
+    from lerobot.policies.factory import get_policy_class
+
+    if not (path / "model.safetensors").is_file():
+        raise TrainingDataError(f"init_from={path} is not a checkpoint (no model.safetensors)")
+    try:
+        return get_policy_class(policy_config.type).from_pretrained(
+            path, config=policy_config, strict=True
+        )
+    except RuntimeError as exc:  # load_state_dict's missing/unexpected/size-mismatch report
+        raise TrainingDataError(
+            f"init_from={path} does not fit the {policy_config.type} recipe: {exc}"
+        ) from exc
+
+
 def _video_backend() -> str:
     """torchcodec where its FFmpeg libraries load, else PyAV. Chosen here, quietly, because
     LeRobot's own fallback logs torchcodec's whole loading traceback on machines without
@@ -186,7 +208,10 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, Any]:
         delta_timestamps=_delta_timestamps(policy_config, cfg, ds_meta.fps),
         video_backend=_video_backend(),
     )
-    policy = make_policy(policy_config, ds_meta=ds_meta)
+    if cfg.init_from is None:
+        policy = make_policy(policy_config, ds_meta=ds_meta)
+    else:
+        policy = _pretrained_policy(policy_config, Path(cfg.init_from))
     preprocessor, postprocessor = make_pre_post_processors(
         policy_config, dataset_stats=ds_meta.stats
     )
@@ -288,6 +313,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, Any]:
         "seconds_per_step": (time.perf_counter() - start) / step,
         "seed": cfg.seed,
         "ema_decay": cfg.ema_decay,
+        "init_from": cfg.init_from,
         "checkpoint": str(last),
     }
     write_json_atomic(output / "metrics.json", summary)

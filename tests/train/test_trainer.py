@@ -256,3 +256,33 @@ def test_memoized_items_drop_unread_cameras_and_are_decoded_once():
     first = memo[1]
     assert sorted(first) == ["observation.state"]
     assert memo[1] is first and calls == [1]
+
+
+def test_init_from_continues_a_checkpoint_and_refuses_another_architecture(
+    trained, lift_dataset, tmp_path
+):
+    out, summary = trained
+    config = TrainConfig(
+        str(lift_dataset),
+        str(tmp_path / "continued"),
+        "diffusion",
+        INPUTS,
+        TINY_DIFFUSION,
+        steps=30,
+        batch_size=32,
+        log_every=10,
+        checkpoint_every=30,
+        init_from=str(out / "checkpoints" / "last"),
+    )
+    continued = train(config, progress=False)
+    # it starts about where the 100-step run ended (0.77 when written), not at a fresh
+    # network's loss (1.05 over the same first steps)
+    assert continued["first_loss"] < 0.85 * summary["first_loss"], (continued, summary)
+    assert continued["init_from"] == config.init_from
+    wider = {**TINY_DIFFUSION, "down_dims": [32, 64]}
+    config.policy_overrides, config.output_dir = wider, str(tmp_path / "wider")
+    with pytest.raises(TrainingDataError, match="does not fit the diffusion recipe"):
+        train(config, progress=False)
+    config.init_from = str(tmp_path)
+    with pytest.raises(TrainingDataError, match="is not a checkpoint"):
+        train(config, progress=False)

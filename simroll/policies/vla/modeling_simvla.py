@@ -388,7 +388,8 @@ class SimVLAPolicy(PreTrainedPolicy):
     @torch.no_grad()
     def select_action(self, batch: dict[str, Any], noise: Tensor | None = None, **kwargs: Any):
         """The next action (B, action_dim); a new chunk is predicted when the queue is empty."""
-        self.eval()
+        if self.training:  # Module.eval() walks every submodule: ~0.3 ms, so not on every step
+            self.eval()
         if self._action_queue.maxlen != self.config.n_action_steps:
             self.reset()  # n_action_steps was changed after construction
         if not self._action_queue:
