@@ -3,7 +3,8 @@
 For each policy config named on the command line (``configs/policy/<name>.yaml``: its checkpoint
 ``path``), the reference and every acceleration variant in ``VARIANTS`` (each a combination of
 ``configs/accel/*.yaml`` knobs: fewer denoising/flow steps, longer executed chunks, visual-token
-pruning, int8 dynamic quantization) run through the episode engine on the same seeded specs.
+pruning, int8 dynamic quantization) run through the episode engine on the same seeded specs,
+interleaved spec by spec so that load on a shared machine falls on every variant alike.
 ``benchmarks/results/policy.json`` gets, per policy and variant: measured policy compute per
 control step (wall time summed from the episode records), network evaluations per step (chunks
 times denoising or flow steps: the deterministic proxy) and both ratios to that policy's
@@ -87,12 +88,21 @@ def bench_one(path: str, specs, scratch: Path, args) -> dict:
     image_size = trained.get("image_size", image_size)
     gripper_mode = trained.get("gripper_mode", "continuous")
     env_config = EnvConfig(obs_mode=obs_mode, image_size=image_size, gripper_mode=gripper_mode)
-    results = {}
-    for name, accels in VARIANTS.get(policy_type, {"reference": []}).items():
+    variants = VARIANTS.get(policy_type, {"reference": []})
+    jobs = {}
+    for name, accels in variants.items():
         overrides = accel_overrides(accels)
         factory = functools.partial(load_policy, path=path, overrides=overrides)
-        job = EpisodeJob(factory, env_config, name, json.dumps(overrides, sort_keys=True))
-        records = evaluate(scratch / f"{policy_type}_{name}", specs, job, progress=False)
+        jobs[name] = EpisodeJob(factory, env_config, name, json.dumps(overrides, sort_keys=True))
+    # Interleaved: every variant runs spec k before any runs spec k + 1 (each run directory
+    # resumes), so a slower spell of a shared machine falls on all variants alike.
+    for count in range(1, len(specs) + 1):
+        for name, job in jobs.items():
+            evaluate(scratch / f"{policy_type}_{name}", specs[:count], job, progress=False)
+    results = {}
+    for name, accels in variants.items():
+        overrides = accel_overrides(accels)
+        records = evaluate(scratch / f"{policy_type}_{name}", specs, jobs[name], progress=False)
         steps = sum(r.steps for r in records)
         compute = sum(r.policy_compute_s for r in records)
         successes = sum(r.success for r in records)
