@@ -89,11 +89,16 @@ def bench_one(path: str, specs, scratch: Path, args) -> dict:
     gripper_mode = trained.get("gripper_mode", "continuous")
     env_config = EnvConfig(obs_mode=obs_mode, image_size=image_size, gripper_mode=gripper_mode)
     variants = VARIANTS.get(policy_type, {"reference": []})
-    jobs = {}
-    for name, accels in variants.items():
-        overrides = accel_overrides(accels)
-        factory = functools.partial(load_policy, path=path, overrides=overrides)
-        jobs[name] = EpisodeJob(factory, env_config, name, json.dumps(overrides, sort_keys=True))
+    overrides = {name: accel_overrides(accels) for name, accels in variants.items()}
+    jobs = {
+        name: EpisodeJob(
+            functools.partial(load_policy, path=path, overrides=knobs),
+            env_config,
+            name,
+            json.dumps(knobs, sort_keys=True),
+        )
+        for name, knobs in overrides.items()
+    }
     # Interleaved: every variant runs spec k before any runs spec k + 1 (each run directory
     # resumes), so a slower spell of a shared machine falls on all variants alike.
     for count in range(1, len(specs) + 1):
@@ -101,20 +106,16 @@ def bench_one(path: str, specs, scratch: Path, args) -> dict:
             evaluate(scratch / f"{policy_type}_{name}", specs[:count], job, progress=False)
     results = {}
     for name, accels in variants.items():
-        overrides = accel_overrides(accels)
         records = evaluate(scratch / f"{policy_type}_{name}", specs, jobs[name], progress=False)
         steps = sum(r.steps for r in records)
         compute = sum(r.policy_compute_s for r in records)
         successes = sum(r.success for r in records)
         results[name] = {
             "accel": accels,
-            "overrides": overrides,
+            "overrides": overrides[name],
             "episodes": len(records),
             "compute_per_step_s": compute / steps,
-            "network_evaluations_per_step": sum(
-                int(r.extra.get("network_evaluations", r.policy_calls)) for r in records
-            )
-            / steps,
+            "network_evaluations_per_step": sum(r.network_evaluations for r in records) / steps,
             "control_budget_ratio": compute / steps / CONTROL_PERIOD_S,
             "tsr": binomial_rate(successes, len(records)).to_dict(),
             "dsr": binomial_rate(sum(r.dsr_success for r in records), len(records)).to_dict(),

@@ -59,9 +59,7 @@ def measure_cost(records: Sequence[EpisodeRecord]) -> PolicyCost:
     if not records or steps == 0:
         nan = math.nan
         return PolicyCost(len(records), steps, nan, nan)
-    calls = 0
-    for record in records:
-        calls += int(record.extra.get("network_evaluations", record.policy_calls))
+    calls = sum(record.network_evaluations for record in records)
     wall = sum(r.policy_compute_s for r in records)
     return PolicyCost(len(records), steps, wall / steps, calls / steps)
 

@@ -123,6 +123,7 @@ class LeRobotPolicy:
             if pending is None:  # a policy type this wrapper does not know: step by step
                 action = self.postprocessor(action)
             elif self.chunk_predictions != planned:
+                # the queue afresh: SimVLA makes a new one when n_action_steps changed
                 chunk = self.postprocessor(torch.stack([action, *self._pending()]))
                 action, self._actions = chunk[0], deque(chunk[1:])
             else:

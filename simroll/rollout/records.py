@@ -82,6 +82,13 @@ class EpisodeRecord:
     def compute_per_call_s(self) -> float:
         return self.policy_compute_s / self.policy_calls if self.policy_calls else 0.0
 
+    @property
+    def network_evaluations(self) -> int:
+        """Forward passes of the policy's network in this episode: what the episode engine
+        recorded from a policy that counts them (``extra["network_evaluations"]``), else one per
+        ``select_action`` call."""
+        return int(self.extra.get("network_evaluations", self.policy_calls))
+
     def _payload(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["dsr_success"] = self.dsr_success
