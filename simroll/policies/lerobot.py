@@ -110,9 +110,10 @@ class LeRobotPolicy:
     def select_action(self, obs: dict[str, Any]) -> np.ndarray:
         """The next action. Between re-plans the observation is not converted or normalized
         (when :meth:`_observation_unused`), and each new chunk is un-normalized once, whole,
-        instead of action by action: together about 0.6 of the 0.7 ms a non-planning step took
-        in closed loop. The actions are exactly those of calling LeRobot's ``select_action`` and
-        post-processor on every step (tested)."""
+        instead of action by action (in a one-off profile, not a repo benchmark, these were
+        about 0.6 of the 0.7 ms a non-planning step took in closed loop). The actions are
+        exactly those of calling LeRobot's ``select_action`` and post-processor on every step
+        (tested)."""
         pending = self._pending()
         if self._observation_unused(pending):
             pending.popleft()  # the normalized copy of the action taken from self._actions
