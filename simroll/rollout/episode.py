@@ -8,9 +8,12 @@ and torch's global generator (a stochastic policy's sampling noise) is seeded wi
 The policy is built per episode by ``policy_factory(env)`` (privileged experts need the env they
 control; learned policies ignore it) and must offer ``reset()`` and ``select_action(obs)``. Each
 ``select_action`` call is timed (``time.perf_counter``) and the total and count go into the
-record. An optional control delay of ``k`` steps applies the action computed from the
-observation at step ``t`` at step ``t + k`` (until then the hand holds still and the gripper keeps
-its last command), so a slow policy can be scored under the timing it would really have.
+record; the wall times, the attempt number and an error's traceback text are the record's
+measurements, outside its receipt, so rerunning a spec gives the same receipt (see
+:mod:`simroll.rollout.records`). An optional control delay of ``k`` steps applies the action
+computed from the observation at step ``t`` at step ``t + k`` (until then the hand holds still and
+the gripper keeps its last command), so a slow policy can be scored under the timing it would
+really have.
 
 ``on_step(env, obs, info)`` is called after the reset and after every step; a callback that
 declares an ``action`` parameter also gets the action that step applied (``None`` after the
