@@ -1,10 +1,13 @@
 """Runs a list of episode specs into a run directory: resumable, retrying, with live progress.
 
 ``evaluate`` is what ``simroll eval`` (and later certification) calls. It skips specs the run
-directory already holds (resume), runs the rest on the chosen backend, appends each record as it
-finishes, re-runs once every episode that raised or whose worker died, and reports store problems
-(corrupted or duplicate rows) instead of counting them. Ctrl-C stops between records: what was
-written stays, and the same command resumes.
+directory already holds (resume; the store is read once per round, so a resume costs one pass
+over ``records.jsonl`` however many specs are pending), runs the rest on the chosen backend,
+appends each record as it finishes, re-runs once every episode that raised or whose worker died
+while running it, and reports store problems (corrupted or duplicate rows) instead of counting
+them. Episodes still in error after the retry are returned, counted by :func:`count_errors` and
+announced in a closing ERROR line. Ctrl-C stops at once: the backend's workers are terminated,
+queued episodes are dropped, what was written stays, and the same command resumes.
 """
 
 from __future__ import annotations
@@ -54,49 +57,71 @@ def evaluate(
     workers: int = 2,
     progress: bool = True,
 ) -> list[EpisodeRecord]:
-    """Run every spec not yet in ``run_dir`` and return the run's valid records for ``specs``."""
+    """Run every spec not yet in ``run_dir`` and return the run's valid records for ``specs``.
+
+    Records whose episode still ended in error after :data:`MAX_ATTEMPTS` tries are returned
+    too (they count as failures); :func:`count_errors` counts them, and a closing line says so.
+    """
     store = RecordStore(run_dir)
-    contents = store.load()
+    contents = store.load()  # read once per round, never once per spec
     if not contents.ok:
         tqdm.write(f"record store: {contents.summary()}")
-    total = len(specs)
-    done = sum(
-        1
+    todo = store.pending(specs, contents=contents)
+    waiting = {spec.key for spec in todo}
+    finished = [
+        contents.records[spec.key]
         for spec in specs
-        if spec.key in contents.records and contents.records[spec.key].error is None
-    )
+        if spec.key in contents.records and spec.key not in waiting
+    ]
     bar = tqdm(
-        total=total,
-        initial=done,
+        total=len(specs),
+        initial=len(finished),
         desc="episodes",
         unit="ep",
         disable=not progress,
         dynamic_ncols=True,
     )
-    successes = sum(contents.records[s.key].success for s in specs if s.key in contents.records)
-    dsr = sum(contents.records[s.key].dsr_success for s in specs if s.key in contents.records)
+    successes = sum(record.success for record in finished)
+    dsr = sum(record.dsr_success for record in finished)
     try:
+        # Each round raises every pending spec's attempt by one, so MAX_ATTEMPTS rounds suffice.
         for _ in range(MAX_ATTEMPTS):
-            todo = store.pending(specs)
             if not todo:
                 break
-            attempts = {spec.key: store.next_attempt(spec) for spec in todo}
-            for record in run_backend(backend, job, todo, workers, attempts):
-                store.append(record)
-                if record.error is not None:
-                    tqdm.write(
-                        f"episode {record.spec.key} failed (attempt "
-                        f"{record.extra.get('attempt')}): {record.error.splitlines()[0]}"
+            attempts = store.next_attempts(todo, contents)
+            records = run_backend(backend, job, todo, workers, attempts)
+            try:
+                for record in records:
+                    store.append(record)
+                    if record.error is not None:
+                        tqdm.write(
+                            f"episode {record.spec.key} failed (attempt "
+                            f"{record.extra.get('attempt')}): {record.error.splitlines()[0]}"
+                        )
+                        if record.extra.get("attempt", 1) < MAX_ATTEMPTS:
+                            continue
+                    successes += record.success
+                    dsr += record.dsr_success
+                    bar.update(1)
+                    bar.set_postfix(
+                        TSR=f"{successes / max(bar.n, 1):.2f}", DSR=f"{dsr / max(bar.n, 1):.2f}"
                     )
-                    if record.extra.get("attempt", 1) < MAX_ATTEMPTS:
-                        continue
-                successes += record.success
-                dsr += record.dsr_success
-                bar.update(1)
-                bar.set_postfix(
-                    TSR=f"{successes / max(bar.n, 1):.2f}", DSR=f"{dsr / max(bar.n, 1):.2f}"
-                )
+            finally:
+                records.close()  # on Ctrl-C: stop the workers now, not when collected
+            contents = store.load()
+            todo = store.pending(specs, contents=contents)
     finally:
         bar.close()
-    final = store.load()
-    return [final.records[spec.key] for spec in specs if spec.key in final.records]
+    result = [contents.records[spec.key] for spec in specs if spec.key in contents.records]
+    errors = count_errors(result)
+    if errors:
+        tqdm.write(
+            f"ERROR: {errors} of {len(specs)} episodes ended in error after {MAX_ATTEMPTS} "
+            "attempts and count as failures; see the 'failed' lines above"
+        )
+    return result
+
+
+def count_errors(records: Sequence[EpisodeRecord]) -> int:
+    """How many of ``records`` ended in error (raised, or their worker died while running them)."""
+    return sum(record.error is not None for record in records)

@@ -1,9 +1,10 @@
 """Writes a run's aggregate report: ``summary.json``, ``summary.md`` and ``tolerance_curve.png``.
 
-The JSON holds the per-group scores with intervals, the tolerance sweep, the store's health and
-the run's provenance (git SHA and dirty flag, package versions, machine, the resolved config), so
-every number a user sees can be traced to the command and code that produced it. Files are
-written atomically.
+The JSON holds the per-group scores with intervals, the tolerance sweep, the episodes that ended
+in error (``errors``, counted as failures in the scores and listed in ``errored_episodes``; the
+Markdown says so in bold), the store's health and the run's provenance (git SHA and dirty flag,
+package versions, machine, the resolved config), so every number a user sees can be traced to the
+command and code that produced it. Files are written atomically.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from simroll.rollout.store import RecordStore, write_json_atomic
 from simroll.scoring.dsr import aggregate, plot_tolerance_sweep, to_markdown, tolerance_sweep
 
 SWEEP_MULTIPLIERS = tuple(float(k) for k in np.round(np.linspace(0.0, 3.0, 31), 2))
+_ERRORS_LISTED = 10  # errored episodes named in summary.md; summary.json lists all
 PACKAGES = ("simroll", "mujoco", "gymnasium", "lerobot", "torch", "numpy", "scipy", "statsmodels")
 
 
@@ -73,6 +75,14 @@ def write_report(
     table = to_markdown(summaries)
     if missing:
         table += f"\n\n**Incomplete run:** {missing} of {expected} episodes have no record."
+    errored = [record for record in records if record.error is not None]
+    if errored:
+        shown = ", ".join(f"`{record.spec.key}`" for record in errored[:_ERRORS_LISTED])
+        more = f" and {len(errored) - _ERRORS_LISTED} more" if len(errored) > _ERRORS_LISTED else ""
+        table += (
+            f"\n\n**Episodes in error:** {len(errored)} of {len(records)} episodes ended in error "
+            f"(the policy raised or its worker died) and count as failures: {shown}{more}."
+        )
     if store is not None and not store.ok:
         table += f"\n\n**Record store problems:** {store.summary()}"
     write_json_atomic(
@@ -82,6 +92,15 @@ def write_report(
             "tolerance_sweep": sweep,
             "episodes": len(records),
             "expected_episodes": expected,
+            "errors": len(errored),
+            "errored_episodes": [
+                {
+                    "key": record.spec.key,
+                    "attempt": record.extra.get("attempt", 1),
+                    "error": record.error.strip().splitlines()[0] if record.error.strip() else "",
+                }
+                for record in errored
+            ],
             "store": None if store is None else store.summary(),
             "provenance": provenance(config),
         },

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 
 import pytest
 
@@ -219,3 +220,27 @@ def test_write_json_atomic_keeps_old_file_when_serialisation_fails(tmp_path):
         write_json_atomic(target, {"tsr": object()})
     assert json.loads(target.read_text()) == {"tsr": 0.5}
     assert os.listdir(tmp_path) == ["eval_info.json"]
+
+
+def test_resume_bookkeeping_on_a_2000_record_store_takes_well_under_a_second(tmp_path):
+    store = RecordStore(tmp_path)
+    stored = [make_record(i, error="boom" if i % 100 == 0 else None) for i in range(2000)]
+    store.path.write_text("".join(record.to_json() + "\n" for record in stored))
+    specs = [make_spec(index) for index in range(2500)]  # 500 never run, 20 errored once
+    start = time.perf_counter()
+    contents = store.load()
+    todo = store.pending(specs, contents=contents)
+    attempts = store.next_attempts(todo, contents)
+    elapsed = time.perf_counter() - start
+    assert len(todo) == 520
+    assert attempts[make_spec(0).key] == 2 and attempts[make_spec(2100).key] == 1
+    assert elapsed < 1.0, f"{elapsed:.2f} s"
+
+
+def test_next_attempts_agrees_with_next_attempt(tmp_path):
+    store = RecordStore(tmp_path)
+    store.append(make_record(0, error="boom"))
+    store.append(make_record(1))
+    specs = [make_spec(index) for index in range(3)]
+    assert store.next_attempts(specs) == {spec.key: store.next_attempt(spec) for spec in specs}
+    assert [store.next_attempt(spec) for spec in specs] == [2, 2, 1]
