@@ -5,9 +5,14 @@ duplicate or clashing names, unknown tasks, a calibration set too small to ever 
 each fails naming the value), draws the i.i.d. calibration specs, checks every candidate acts in
 the reference's action space, then runs paired rollouts (:mod:`simroll.certify.rollouts`) into
 ``<output_dir>/<policy name>/records.jsonl`` (resumable: rerun the same command after an
-interruption) and certifies with the fixed-n (:mod:`simroll.certify.care`) or sequential
-(:mod:`simroll.certify.sequential`) form. Writes ``certificate.json``, ``certificate.md`` and
-``certificate.png`` to ``output_dir`` and prints the Markdown.
+interruption; policy names must be plain folder names) and certifies with the fixed-n
+(:mod:`simroll.certify.care`) or sequential (:mod:`simroll.certify.sequential`) form. Writes
+``certificate.json``, ``certificate.md`` and ``certificate.png`` to ``output_dir`` and prints the
+Markdown. The run manifest
+(:mod:`simroll.rollout.manifest`) fixes the certification's design (epsilon, delta, risk, success,
+method, design, n, candidates in order) when the run starts: a rerun on the same directory with
+another design or another ``episodes`` is refused, since testing the same stored outcomes again
+under a new design voids the guarantee.
 """
 
 from __future__ import annotations
@@ -40,12 +45,23 @@ from simroll.certify.rollouts import (  # noqa: E402
 )
 from simroll.certify.sequential import EProcessTest, run_sequential  # noqa: E402
 from simroll.certify.settings import CareSettings, CertifyError  # noqa: E402
+from simroll.cli import schema  # noqa: E402, F401  (registers the config schemas)
 from simroll.cli.common import ConfigError, env_config_from  # noqa: E402
+from simroll.cli.rundir import (  # noqa: E402
+    check_output_dir_override,
+    check_path_name,
+    hold_run_dir,
+    job_output_dir,
+    kept_on_interrupt,
+    one_line_errors,
+)
 from simroll.envs.soft import TASKS  # noqa: E402
 from simroll.envs.variations import VARIATIONS  # noqa: E402
 from simroll.report import write_html_report_or_warn  # noqa: E402
 from simroll.rollout.backends import BACKENDS, EpisodeJob  # noqa: E402
 from simroll.rollout.episode import config_hash  # noqa: E402
+from simroll.rollout.manifest import RunManifest, outcome_fingerprint, start_run  # noqa: E402
+from simroll.rollout.records import EpisodeSpec  # noqa: E402
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "_data" / "configs")
 DESIGNS = ("sequential", "fixed")
@@ -85,7 +101,9 @@ def validate(cfg: DictConfig, reference: str) -> tuple[CareSettings, list[str]]:
             "+policy@candidates.expert_replan2=expert_replan2"
         )
     names = [str(name) for name in candidates]
+    check_path_name("reference", reference)  # each policy's records go to <output_dir>/<name>/
     for name in names:
+        check_path_name("candidates", name)
         if not isinstance(candidates[name], Mapping) or "_target_" not in candidates[name]:
             raise ConfigError(f"candidates.{name} must be a policy config with a _target_")
     if reference in names or "reference" in names:
@@ -120,10 +138,18 @@ def validate(cfg: DictConfig, reference: str) -> tuple[CareSettings, list[str]]:
     return settings, names
 
 
+def certification_design(cfg: DictConfig, names: list[str]) -> dict:
+    """What the certificate's guarantee is computed for; fixed in the run manifest, so that the
+    stored outcomes are never tested again under another design (that voids the guarantee)."""
+    keys = ("epsilon", "delta", "risk", "success", "method", "design", "episodes")
+    return {**{key: cfg[key] for key in keys}, "candidates": list(names)}  # in test order
+
+
 def run(cfg: DictConfig) -> Certificate:
     reference = reference_name()
     settings, names = validate(cfg, reference)
-    env_config = env_config_from(cfg.env)
+    output_dir = job_output_dir(cfg)
+    env_config = env_config_from(cfg.env, cfg.reference)
     specs = calibration_specs(
         cfg.env.suite, cfg.env.tasks, cfg.env.objects, cfg.env.variations, cfg.episodes, cfg.seed
     )
@@ -137,7 +163,6 @@ def run(cfg: DictConfig) -> Certificate:
         preflight(specs[0], factories, env_config)
     except CertifyError as exc:
         raise ConfigError(str(exc)) from None
-    output_dir = Path(cfg.output_dir)
     runs = {
         name: PolicyRun(
             name,
@@ -146,6 +171,40 @@ def run(cfg: DictConfig) -> Certificate:
         )
         for name in configs
     }
+    manifest = RunManifest(
+        command="certify",
+        fingerprint=outcome_fingerprint(
+            OmegaConf.to_container(cfg.env, resolve=True),
+            {
+                ("reference" if name == reference else f"candidates.{name}"): (
+                    name,
+                    OmegaConf.to_container(config, resolve=True),
+                )
+                for name, config in configs.items()
+            },
+            seed=cfg.seed,
+        ),
+        episodes=cfg.episodes,
+        config=OmegaConf.to_container(cfg, resolve=True),
+        design=certification_design(cfg, names),
+    )
+    stores = [output_dir / name for name in configs]
+    with hold_run_dir(output_dir), kept_on_interrupt(output_dir, specs, stores):
+        start_run(output_dir, manifest, specs, episodes_may_change=False)
+        return _certify(cfg, reference, names, settings, specs, runs, hashes, output_dir)
+
+
+def _certify(
+    cfg: DictConfig,
+    reference: str,
+    names: list[str],
+    settings: CareSettings,
+    specs: list[EpisodeSpec],
+    runs: dict[str, PolicyRun],
+    hashes: dict[str, str],
+    output_dir: Path,
+) -> Certificate:
+    """The rollouts and the certificate, once the run directory is held and its manifest fits."""
     log = print if cfg.progress else None
     try:
         source = RolloutSource(
@@ -172,7 +231,7 @@ def run(cfg: DictConfig) -> Certificate:
         source.reference(range(min(cfg.reference_cost_episodes, len(specs))))
     costs = {
         name: measure_cost(list(source.records[name].values()))
-        for name in configs
+        for name in runs
         if source.records[name]
     }
     used = [spec for i, spec in enumerate(specs) if any(i in r for r in source.records.values())]
@@ -206,15 +265,17 @@ def run(cfg: DictConfig) -> Certificate:
 
 @hydra.main(config_path=CONFIG_DIR, config_name="certify", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> None:
-    try:
-        run(cfg)
-    except ConfigError as exc:
-        print(f"simroll certify: config error: {exc}", file=sys.stderr)
-        sys.exit(2)
-    except CertifyError as exc:
-        print(f"simroll certify: {exc}", file=sys.stderr)
-        sys.exit(1)
+    with one_line_errors("certify"):
+        try:
+            run(cfg)
+        except ConfigError as exc:
+            print(f"simroll certify: config error: {exc}", file=sys.stderr)
+            sys.exit(2)
+        except CertifyError as exc:
+            print(f"simroll certify: {exc}", file=sys.stderr)
+            sys.exit(1)
 
 
 def main() -> None:
+    check_output_dir_override("certify", sys.argv[1:])
     _hydra_main()

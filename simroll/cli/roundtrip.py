@@ -18,7 +18,9 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import hydra  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
+from simroll.cli import schema  # noqa: E402, F401  (registers the config schemas)
 from simroll.cli.common import ConfigError  # noqa: E402
+from simroll.cli.rundir import job_output_dir  # noqa: E402
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "_data" / "configs")
 RUN_KEYS = ("stage", "output_dir", "threads", "preset", "hydra")
@@ -42,7 +44,7 @@ def run(cfg: DictConfig) -> dict:
     except (TypeError, ValueError) as exc:
         raise ConfigError(str(exc)) from exc
     torch.set_num_threads(cfg.threads)
-    out = Path(cfg.output_dir)
+    out = job_output_dir(cfg)  # in a multirun, each job's own directory
     out.mkdir(parents=True, exist_ok=True)
     print(f"simroll roundtrip: stage {cfg.stage} -> {out}")
     summary: dict = {}

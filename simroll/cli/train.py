@@ -3,8 +3,9 @@
 ``simroll train policy=diffusion env=soft_lift`` reads the training recipe in the policy config
 (``policy.train``: LeRobot policy type, input features, config overrides) and the dataset root
 (``dataset``; made by ``simroll collect``), trains with :func:`simroll.train.trainer.train`, and
-leaves ``<output_dir>/{metrics.csv,metrics.json,checkpoints/last}``. ``-m`` multiruns sweep over
-overrides (e.g. ``steps=500,1000``).
+leaves ``<output_dir>/{metrics.csv,metrics.json,checkpoints/last}``, holding ``output_dir``'s
+lock while it trains. ``-m`` multiruns sweep over overrides (e.g. ``seed=0,1``); every job writes
+to its own ``<output_dir>/<job number>``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,14 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from simroll.cli import schema  # noqa: F401  (registers the config schemas)
+from simroll.cli.rundir import (
+    Interrupted,
+    check_output_dir_override,
+    hold_run_dir,
+    job_output_dir,
+    one_line_errors,
+)
 from simroll.train.trainer import TrainConfig, TrainingDataError, train
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "_data" / "configs")
@@ -26,9 +35,10 @@ def run(cfg: DictConfig) -> dict:
         raise TrainingDataError(
             f"policy config has no `train` recipe: {OmegaConf.to_yaml(cfg.policy)}"
         )
+    output_dir = job_output_dir(cfg)
     train_config = TrainConfig(
         dataset_root=str(cfg.dataset),
-        output_dir=str(cfg.output_dir),
+        output_dir=str(output_dir),
         policy_type=recipe.type,
         input_features=list(recipe.input_features),
         policy_overrides=OmegaConf.to_container(recipe.overrides, resolve=True),
@@ -41,7 +51,14 @@ def run(cfg: DictConfig) -> dict:
         ema_decay=recipe.get("ema_decay"),
         init_from=None if cfg.get("init_from") is None else str(cfg.init_from),
     )
-    summary = train(train_config, progress=cfg.progress)
+    with hold_run_dir(output_dir):
+        try:
+            summary = train(train_config, progress=cfg.progress)
+        except KeyboardInterrupt:
+            raise Interrupted(
+                f"interrupted: training stopped; the checkpoints saved so far are in "
+                f"{output_dir / 'checkpoints'} (init_from=<one of them> continues from it)"
+            ) from None
     print(
         f"trained {summary['policy_type']} ({summary['parameters']:,} parameters) for "
         f"{summary['steps']} steps in {summary['seconds']:.0f} s: loss {summary['first_loss']:.4f}"
@@ -52,12 +69,14 @@ def run(cfg: DictConfig) -> dict:
 
 @hydra.main(config_path=CONFIG_DIR, config_name="train", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> None:
-    try:
-        run(cfg)
-    except (TrainingDataError, ValueError) as exc:
-        print(f"simroll train: error: {exc}", file=sys.stderr)
-        sys.exit(2)
+    with one_line_errors("train"):
+        try:
+            run(cfg)
+        except (TrainingDataError, ValueError) as exc:
+            print(f"simroll train: error: {exc}", file=sys.stderr)
+            sys.exit(2)
 
 
 def main() -> None:
+    check_output_dir_override("train", sys.argv[1:])
     _hydra_main()

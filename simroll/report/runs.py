@@ -1,13 +1,14 @@
 """Reads a run directory for the HTML report: what is there, and everything that is not.
 
 :func:`load_eval_run` reads an eval run (``records.jsonl``, ``summary.json``, ``.hydra/``,
-``videos/``) and :func:`load_certify_run` a certification run (``certificate.json`` and one record
-store per policy in a subfolder). Neither raises on bad contents, only on a directory that does
-not exist (:class:`ReportError`): a missing or unreadable file, corrupted, duplicate or truncated
-record lines, expected episodes without a record, a stale summary or mixed policies each become a
-:class:`Problem` with the file, line numbers and keys involved, and the page puts them at the top.
-Numbers on the page are always recomputed from the valid records, so the problems say exactly
-what those numbers leave out.
+``videos/``; the expected episodes from the run manifest's ``specs.jsonl``, or re-derived from the
+config, with a warning, for a run made before manifests) and :func:`load_certify_run` a
+certification run (``certificate.json`` and one record store per policy in a subfolder). Neither
+raises on bad contents, only on a directory that does not exist (:class:`ReportError`): a missing
+or unreadable file, corrupted, duplicate or truncated record lines, expected episodes without a
+record, a stale summary or mixed policies each become a :class:`Problem` with the file, line
+numbers and keys involved, and the page puts them at the top. Numbers on the page are always
+recomputed from the valid records, so the problems say exactly what those numbers leave out.
 """
 
 from __future__ import annotations
@@ -21,6 +22,12 @@ from typing import Any
 
 import yaml
 
+from simroll.rollout.manifest import (
+    MANIFEST_FILENAME,
+    ManifestError,
+    read_expected_specs,
+    read_manifest,
+)
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec
 from simroll.rollout.runner import make_specs
 from simroll.rollout.store import RECORDS_FILENAME, RecordStore, StoreContents
@@ -28,6 +35,7 @@ from simroll.scoring.dsr import GroupSummary, summarise
 
 CERTIFICATE_FILENAME = "certificate.json"
 SUMMARY_FILENAME = "summary.json"
+MULTIRUN_FILENAME = "multirun.yaml"  # what Hydra leaves in a sweep's root
 VIDEOS_DIRNAME = "videos"
 # Lists of keys in a problem are cut here; the count is always given in full.
 MAX_DETAILS = 50
@@ -139,6 +147,13 @@ def _checked_dir(run_dir: str | Path) -> Path:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise ReportError(f"run directory {str(run_dir)!r} does not exist or is not a directory")
+    if (run_dir / MULTIRUN_FILENAME).exists() and not (run_dir / MANIFEST_FILENAME).exists():
+        jobs = sorted(p.name for p in run_dir.iterdir() if (p / MANIFEST_FILENAME).exists())
+        raise ReportError(
+            f"{run_dir} holds a multirun (-m) sweep, one run directory per job "
+            f"({', '.join(jobs) or 'none finished'}); report each job, e.g. "
+            f"`simroll report {run_dir / (jobs[0] if jobs else '0')}`"
+        )
     return run_dir
 
 
@@ -181,6 +196,15 @@ def _read_summary(run: EvalRun) -> None:
             run.config = run.provenance["config"]
     elif summary is not None:
         run.problems.append(Problem(f"{path} is not a JSON object; ignored", severity="warning"))
+    config_source = hydra_config
+    if run.config is None:
+        # The manifest's config before Hydra's: a refused resume still rewrites .hydra/.
+        try:
+            manifest = read_manifest(run.run_dir)
+        except ManifestError:
+            manifest = None  # reported with the expected episodes
+        if manifest is not None and manifest.config:
+            run.config, config_source = manifest.config, run.run_dir / MANIFEST_FILENAME
     if run.config is None and hydra_config.exists():
         try:
             config = yaml.safe_load(hydra_config.read_text())
@@ -194,7 +218,7 @@ def _read_summary(run: EvalRun) -> None:
             if isinstance(config, dict):
                 run.config = config
     if run.summary is None and not path.exists():
-        source = f"the config comes from {hydra_config}" if run.config else "provenance unknown"
+        source = f"the config comes from {config_source}" if run.config else "provenance unknown"
         run.problems.append(
             Problem(
                 f"{path.name} not found: the run did not finish writing its summary ({source})",
@@ -270,33 +294,17 @@ def store_problems(store: StoreContents, label: str = "") -> list[Problem]:
 
 
 def _read_expected(run: EvalRun) -> None:
-    if run.config is None:
-        run.problems.append(
-            Problem(
-                "no config found (summary.json or .hydra/config.yaml): which episodes were "
-                "expected is unknown, so missing ones cannot be listed",
-                severity="warning",
-            )
-        )
-        return
     try:
-        env = run.config["env"]
-        run.expected = make_specs(
-            env["suite"],
-            list(env["tasks"]),
-            list(env["objects"]),
-            list(env["variations"]),
-            int(run.config["episodes"]),
-            int(run.config.get("seed", 0)),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
+        run.expected = read_expected_specs(run.run_dir)
+    except ManifestError as exc:
         run.problems.append(
             Problem(
-                f"the run's config does not say which episodes were expected ({exc!r}), so "
-                "missing ones cannot be listed",
+                f"the run manifest cannot be used ({exc}); the expected episodes are re-derived "
+                "from the run's config",
                 severity="warning",
             )
         )
+    if run.expected is None and not _expected_from_config(run):
         return
     missing = run.missing
     if missing:
@@ -318,6 +326,49 @@ def _read_expected(run: EvalRun) -> None:
                 severity="warning",
             )
         )
+
+
+def _expected_from_config(run: EvalRun) -> bool:
+    """The fallback for a run directory without a manifest (made before run manifests): the
+    expected specs re-derived from its config. False (and a problem) when they cannot be."""
+    unusable_manifest = (run.run_dir / MANIFEST_FILENAME).exists()  # already reported
+    if not unusable_manifest and (run.records or run.config is not None):
+        run.problems.append(
+            Problem(
+                f"no {MANIFEST_FILENAME} (a run made before run manifests): the expected "
+                "episodes are re-derived from the run's config",
+                severity="warning",
+            )
+        )
+    if run.config is None:
+        run.problems.append(
+            Problem(
+                "no config found (summary.json or .hydra/config.yaml): which episodes were "
+                "expected is unknown, so missing ones cannot be listed",
+                severity="warning",
+            )
+        )
+        return False
+    try:
+        env = run.config["env"]
+        run.expected = make_specs(
+            env["suite"],
+            list(env["tasks"]),
+            list(env["objects"]),
+            list(env["variations"]),
+            int(run.config["episodes"]),
+            int(run.config.get("seed", 0)),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        run.problems.append(
+            Problem(
+                f"the run's config does not say which episodes were expected ({exc!r}), so "
+                "missing ones cannot be listed",
+                severity="warning",
+            )
+        )
+        return False
+    return True
 
 
 def video_name(spec: EpisodeSpec) -> str:

@@ -20,6 +20,7 @@ from simroll.certify.rollouts import ActionSpaceError, calibration_specs, prefli
 from simroll.cli.certify import CONFIG_DIR, ConfigError, run, validate
 from simroll.experts import SoftExpert
 from simroll.rollout.episode import EnvConfig
+from simroll.rollout.manifest import ManifestError
 from simroll.rollout.runner import make_specs
 
 # A tiny, loose certification so that 3 calibration specs can certify (epsilon 0.6, delta 0.2).
@@ -113,14 +114,9 @@ def test_interrupted_certification_resumes_from_its_records(fixed_run, tmp_path)
         )
 
 
-def test_sequential_design_stops_early_and_reuses_stored_rollouts(fixed_run, tmp_path):
-    source, _ = fixed_run
+def test_sequential_design_stops_early_and_a_rerun_reuses_its_stored_rollouts(tmp_path):
     out = tmp_path / "sequential"
-    shutil.copytree(source, out)
-    (out / "certificate.json").unlink()
-    sizes = {p: p.stat().st_size for p in out.glob("*/records.jsonl")}
     certify_in_process(f"output_dir={out}", "design=sequential", *TINY[1:], "episodes=4")
-    assert {p: p.stat().st_size for p in out.glob("*/records.jsonl")} == sizes  # nothing re-run
     certificate = json.loads((out / "certificate.json").read_text())
     assert certificate["design"] == "sequential" and certificate["chosen"] == "expert_replan2"
     replan2, replan3 = certificate["candidates"]
@@ -132,6 +128,49 @@ def test_sequential_design_stops_early_and_reuses_stored_rollouts(fixed_run, tmp
         "expert_replan3": 1,
     }
     assert certificate["rollouts"]["exhaustive"] == 12
+    (out / "certificate.json").unlink()  # interrupted before the certificate was written
+    sizes = {p: p.stat().st_size for p in out.glob("*/records.jsonl")}
+    again = certify_in_process(f"output_dir={out}", "design=sequential", *TINY[1:], "episodes=4")
+    assert {p: p.stat().st_size for p in out.glob("*/records.jsonl")} == sizes  # nothing re-run
+    assert again.chosen == "expert_replan2"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "changed"),
+    [
+        (["design=sequential", *TINY], "design fixed -> sequential"),
+        (["design=fixed", *TINY, "episodes=4"], "episodes 3 -> 4"),
+        (["design=fixed", *TINY, "epsilon=0.7"], "epsilon 0.6 -> 0.7"),
+        (
+            ["design=fixed", *TINY, "~policy@candidates.expert_replan3"],
+            "candidates [expert_replan2, expert_replan3] -> [expert_replan2]",
+        ),
+    ],
+)
+def test_a_changed_design_on_the_same_stored_outcomes_is_refused(
+    fixed_run, tmp_path, overrides, changed
+):
+    source, _ = fixed_run
+    out = tmp_path / "redesigned"
+    shutil.copytree(source, out)
+    (out / "certificate.json").unlink()
+    stores = {p: p.read_bytes() for p in out.glob("*/records.jsonl")}
+    with pytest.raises(ManifestError) as error:
+        certify_in_process(f"output_dir={out}", *overrides)
+    message = str(error.value)
+    assert changed in message and "voids the guarantee" in message, message
+    assert {p: p.read_bytes() for p in out.glob("*/records.jsonl")} == stores
+    assert not (out / "certificate.json").exists()
+
+
+def test_a_changed_design_exits_2_with_one_line(fixed_run, tmp_path):
+    source, _ = fixed_run
+    out = tmp_path / "redesigned"
+    shutil.copytree(source, out)
+    result = simroll("certify", f"output_dir={out}", "design=sequential", *TINY)
+    assert result.returncode == 2, result.stdout + result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert "design fixed -> sequential" in line and "use a new output_dir" in line
 
 
 @pytest.fixture(scope="module")
@@ -173,6 +212,21 @@ def test_bad_config_is_refused_before_any_episode(compose_certify, overrides, me
     with pytest.raises(ConfigError) as error:
         validate(cfg, "expert")
     assert message in str(error.value)
+
+
+@pytest.mark.parametrize("name", ["../outside", "/tmp/abs", ".hidden", "a/b", ""])
+def test_candidate_names_that_are_not_plain_folder_names_are_refused(compose_certify, name):
+    cfg = compose_certify()
+    with open_dict(cfg):
+        cfg.candidates[name] = cfg.candidates.expert_replan2
+    with pytest.raises(ConfigError) as error:
+        validate(cfg, "expert")
+    assert f"candidates: {name!r} cannot name a folder in output_dir" in str(error.value)
+
+
+def test_a_reference_name_that_is_not_a_plain_folder_name_is_refused(compose_certify):
+    with pytest.raises(ConfigError, match="reference: '../up' cannot name a folder"):
+        validate(compose_certify(), "../up")
 
 
 def test_bad_config_exits_2_from_the_command_line_without_records(tmp_path):

@@ -1,0 +1,168 @@
+"""Run manifests: the fingerprint of what decides outcomes, and which resumes are refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from simroll.rollout.manifest import (
+    MANIFEST_FILENAME,
+    SPECS_FILENAME,
+    ManifestError,
+    RunManifest,
+    describe_changes,
+    outcome_fingerprint,
+    read_expected_specs,
+    read_manifest,
+    start_run,
+)
+from simroll.rollout.runner import make_specs
+from simroll.rollout.store import RecordStore
+from tests.report.conftest import make_record
+
+ENV = {
+    "suite": "soft",
+    "tasks": ["SoftLift"],
+    "objects": ["sponge"],
+    "variations": ["default"],
+    "obs_mode": "state",
+    "gripper_mode": "delta",
+    "image_size": 96,
+    "rigid_twin": False,
+}
+EXPERT = ("expert", {"_target_": "simroll.experts.soft.make", "closure": "gentle"})
+
+
+def eval_manifest(episodes: int = 2, delay: int = 0, seed: int = 0, **env) -> RunManifest:
+    return RunManifest(
+        command="eval",
+        fingerprint=outcome_fingerprint(
+            {**ENV, **env}, {"policy": EXPERT}, seed=seed, control_delay_steps=delay
+        ),
+        episodes=episodes,
+        config={"episodes": episodes, "progress": True},
+    )
+
+
+def specs(episodes: int = 2):
+    return make_specs("soft", ["SoftLift"], ["sponge"], ["default"], episodes)
+
+
+def test_fingerprint_covers_env_policy_seed_and_delay_but_not_run_settings():
+    fingerprint = outcome_fingerprint(
+        {**ENV, "max_workers": 4}, {"policy": EXPERT}, seed=3, control_delay_steps=2
+    )
+    assert fingerprint["env.gripper_mode"] == "delta" and fingerprint["env.tasks"] == ["SoftLift"]
+    assert fingerprint["policy"] == "expert" and fingerprint["policy.closure"] == "gentle"
+    assert fingerprint["seed"] == 3 and fingerprint["control_delay_steps"] == 2
+    assert "env.max_workers" not in fingerprint and "episodes" not in fingerprint
+
+
+def test_first_run_writes_the_manifest_and_every_expected_spec(tmp_path):
+    assert start_run(tmp_path, eval_manifest(), specs(), episodes_may_change=True) is None
+    manifest = read_manifest(tmp_path)
+    assert manifest.command == "eval" and manifest.episodes == 2 and manifest.spec_count == 2
+    assert manifest.created and manifest.config == {"episodes": 2, "progress": True}
+    assert read_expected_specs(tmp_path) == specs()
+    lines = (tmp_path / SPECS_FILENAME).read_text().splitlines()
+    assert [json.loads(line)["seed"] for line in lines] == [s.seed for s in specs()]
+    on_disk = json.loads((tmp_path / MANIFEST_FILENAME).read_text())
+    assert on_disk["fingerprint_sha256"] == manifest.fingerprint_sha256
+    assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporary behind
+
+
+@pytest.mark.parametrize(
+    ("changed", "named"),
+    [
+        (eval_manifest(delay=3), "control_delay_steps 0 -> 3"),
+        (eval_manifest(seed=1), "seed 0 -> 1"),
+        (eval_manifest(gripper_mode="binary"), "env.gripper_mode delta -> binary"),
+        (eval_manifest(objects=["sponge", "tofu"]), "env.objects [sponge] -> [sponge, tofu]"),
+    ],
+)
+def test_a_resume_with_other_settings_is_refused_naming_the_keys(tmp_path, changed, named):
+    start_run(tmp_path, eval_manifest(), specs(), episodes_may_change=True)
+    with pytest.raises(ManifestError) as error:
+        start_run(tmp_path, changed, specs(), episodes_may_change=True)
+    assert str(error.value) == (
+        f"output_dir {tmp_path} was made with other settings: {named}; use a new output_dir"
+    )
+    assert read_manifest(tmp_path).fingerprint == eval_manifest().fingerprint  # untouched
+
+
+def test_a_different_policy_is_named_once_per_changed_key(tmp_path):
+    start_run(tmp_path, eval_manifest(), specs(), episodes_may_change=True)
+    other = RunManifest(
+        "eval",
+        outcome_fingerprint(
+            ENV, {"policy": ("act", {"path": "ckpt"})}, seed=0, control_delay_steps=0
+        ),
+        2,
+    )
+    with pytest.raises(ManifestError, match="policy expert -> act") as error:
+        start_run(tmp_path, other, specs(), episodes_may_change=True)
+    assert "policy.path (unset) -> ckpt" in str(error.value)
+
+
+def test_growing_episodes_is_allowed_and_said(tmp_path):
+    start_run(tmp_path, eval_manifest(episodes=1), specs(1), episodes_may_change=True)
+    note = start_run(tmp_path, eval_manifest(episodes=3), specs(3), episodes_may_change=True)
+    assert note == (
+        f"resuming {tmp_path}: the run grows from 1 to 3 episodes per (task, object, variation)"
+    )
+    assert read_manifest(tmp_path).episodes == 3 and read_expected_specs(tmp_path) == specs(3)
+
+
+def test_changed_episodes_are_refused_where_they_may_not_change(tmp_path):
+    start_run(tmp_path, eval_manifest(episodes=1), specs(1), episodes_may_change=False)
+    with pytest.raises(ManifestError, match="episodes 1 -> 3; use a new output_dir"):
+        start_run(tmp_path, eval_manifest(episodes=3), specs(3), episodes_may_change=False)
+
+
+def test_a_changed_certification_design_is_refused_as_voiding_the_guarantee(tmp_path):
+    design = {"epsilon": 0.1, "design": "sequential", "episodes": 100, "candidates": ["a", "b"]}
+    first = RunManifest("certify", {"seed": 0}, 100, design=design)
+    start_run(tmp_path, first, specs(), episodes_may_change=False)
+    redesigned = RunManifest(
+        "certify", {"seed": 0}, 100, design={**design, "design": "fixed", "candidates": ["b", "a"]}
+    )
+    with pytest.raises(ManifestError) as error:
+        start_run(tmp_path, redesigned, specs(), episodes_may_change=False)
+    message = str(error.value)
+    assert "candidates [a, b] -> [b, a], design sequential -> fixed" in message
+    assert "voids the guarantee" in message
+    assert start_run(tmp_path, first, specs(), episodes_may_change=False) is None  # same: resumes
+
+
+def test_another_command_in_the_same_directory_is_refused(tmp_path):
+    start_run(tmp_path, eval_manifest(), specs(), episodes_may_change=True)
+    with pytest.raises(ManifestError, match="made by `simroll eval`, not `simroll certify`"):
+        start_run(tmp_path, RunManifest("certify", {}, 2), specs(), episodes_may_change=False)
+
+
+def test_a_directory_from_before_manifests_is_adopted_with_a_note(tmp_path):
+    RecordStore(tmp_path).append(make_record(specs()[0]))
+    note = start_run(tmp_path, eval_manifest(), specs(), episodes_may_change=True)
+    assert "holds records but no manifest.json" in note and "cannot be checked" in note
+    assert read_manifest(tmp_path) is not None
+
+
+def test_unreadable_manifest_or_specs_are_errors_not_guesses(tmp_path):
+    assert read_expected_specs(tmp_path) is None  # no manifest: nothing to read
+    start_run(tmp_path, eval_manifest(), specs(), episodes_may_change=True)
+    (tmp_path / SPECS_FILENAME).write_text("{}\n")
+    with pytest.raises(ManifestError, match="does not match the sha256"):
+        read_expected_specs(tmp_path)
+    (tmp_path / MANIFEST_FILENAME).write_text("{not json")
+    with pytest.raises(ManifestError, match="cannot be read"):
+        start_run(tmp_path, eval_manifest(), specs(), episodes_may_change=True)
+
+
+def test_describe_changes_names_a_removed_group_once_and_cuts_long_lists():
+    old = {"candidates.a": "a", "candidates.a.every": 2, "seed": 0}
+    assert describe_changes(old, {"seed": 0}) == "candidates.a a -> (unset)"
+    many_old = {f"k{i}": 0 for i in range(12)}
+    many_new = {f"k{i}": 1 for i in range(12)}
+    assert describe_changes(many_old, many_new).endswith("and 4 more")
+    assert describe_changes({"x": (1, 2)}, {"x": [1, 2]}) == ""
