@@ -2,8 +2,10 @@
 
 :func:`load_policy` reads a LeRobot pretrained directory (``config.json`` +
 ``model.safetensors`` + the saved pre/post-processor pipelines; safetensors and JSON only, nothing
-is unpickled), checks that the env can feed every input feature the policy was trained on and
-that the action is 5-D, and returns a :class:`LeRobotPolicy` that converts simroll observations
+is unpickled) after :mod:`simroll.policies.checkpoint` has checked it as data (registered policy
+type and processor steps only, so a checkpoint cannot name code to run), checks that the env can
+feed every input feature the policy was trained on, with the shapes it was trained on, and that
+the action is 5-D, and returns a :class:`LeRobotPolicy` that converts simroll observations
 into a LeRobot batch with the dataset recorder's own mapping
 (:func:`simroll.rollout.dataset.observation_frame`), so training and evaluation see identical
 features.
@@ -11,8 +13,6 @@ features.
 
 from __future__ import annotations
 
-import functools
-import json
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -20,14 +20,29 @@ from typing import Any
 import numpy as np
 import torch
 
+from simroll.policies.checkpoint import (
+    ENV_RECORD,
+    PolicyLoadError,
+    UntrustedCheckpointError,
+    read_env_record,
+    register_policy_types,
+    validate_checkpoint,
+)
 from simroll.rollout.dataset import observation_frame
 
 ACTION_DIM = 5
-ENV_RECORD = "simroll_env.json"  # in a checkpoint: the env settings of its training data
-
-
-class PolicyLoadError(ValueError):
-    """A checkpoint is missing, corrupt, or does not match the env it should run in."""
+__all__ = [
+    "ENV_RECORD",
+    "LeRobotPolicy",
+    "PolicyLoadError",
+    "UntrustedCheckpointError",
+    "check_compatible",
+    "check_gripper_mode",
+    "load_policy",
+    "read_env_record",
+    "register_policy_types",
+    "resolve_checkpoint",
+]
 
 
 class LeRobotPolicy:
@@ -138,18 +153,6 @@ class LeRobotPolicy:
         return np.clip(self.postprocessor(chunk).squeeze(0).cpu().numpy(), -1.0, 1.0)
 
 
-@functools.cache
-def register_policy_types() -> None:
-    """Make non-built-in LeRobot policy types known to LeRobot's config registry: simroll's own
-    ``simvla`` and those of installed ``lerobot_policy_*`` plugins (LeRobot's CLIs do the latter
-    themselves). Idempotent; call before resolving a policy type by name."""
-    from lerobot.utils.import_utils import register_third_party_plugins
-
-    import simroll.policies.vla  # noqa: F401 - registers the "simvla" policy type
-
-    register_third_party_plugins()
-
-
 def resolve_checkpoint(path: str | Path) -> Path:
     """``path`` as given, or relative to the repository (shipped ``policies/``) if not found."""
     path = Path(path)
@@ -160,25 +163,27 @@ def resolve_checkpoint(path: str | Path) -> Path:
     return path
 
 
-def _read_config(path: Path) -> dict[str, Any]:
-    if not path.is_dir():
-        raise PolicyLoadError(f"policy checkpoint {path} is not a directory")
-    for name in ("config.json", "model.safetensors"):
-        if not (path / name).is_file():
-            raise PolicyLoadError(f"policy checkpoint {path} has no {name}")
-    try:
-        return json.loads((path / "config.json").read_text())
-    except json.JSONDecodeError as exc:
-        raise PolicyLoadError(f"{path / 'config.json'} is not valid JSON: {exc}") from exc
+def _shape_hint(key: str, shape: tuple[int, ...]) -> str:
+    """How to make the env give ``key`` the policy's ``shape``."""
+    if key.startswith("observation.images."):
+        return f"run it with env.image_size={shape[1]}" if shape[1] == shape[2] else "(not square)"
+    if key == "observation.tactile":
+        return "the env's taxel grid differs from the training data's"
+    return "the env's observation layout differs from the training data's"
 
 
 def check_compatible(config: dict[str, Any], observation_space, path: Path) -> None:
-    """Raise :class:`PolicyLoadError` when the env cannot provide what the policy reads."""
+    """Raise :class:`PolicyLoadError` when the env cannot provide what the policy reads, naming
+    the feature, the policy's shape and the env's (images compared as LeRobot's CHW)."""
     from gymnasium import spaces
 
     from simroll.rollout.dataset import dataset_features
 
-    assert isinstance(observation_space, spaces.Dict)
+    if not isinstance(observation_space, spaces.Dict):
+        raise PolicyLoadError(
+            f"policy {path} needs a simroll env (a Dict observation space), got "
+            f"{type(observation_space).__name__}"
+        )
     available = dataset_features(observation_space, with_tactile_image=True)
     for key, feature in config.get("input_features", {}).items():
         if key not in available:
@@ -191,14 +196,16 @@ def check_compatible(config: dict[str, Any], observation_space, path: Path) -> N
                 f"policy {path} reads {key!r}, which this env does not provide ({hint}); "
                 f"the env provides {sorted(k for k in available if 'obs' in k)}"
             )
-        shape = tuple(feature.get("shape", ()))
-        expected = tuple(available[key]["shape"])
+        if key == "observation.images.tactile":
+            continue  # LeRobotPolicy renders the pressure maps at the policy's own size
+        shape = tuple(feature.get("shape") or ())
+        actual = tuple(available[key]["shape"])
         if key.startswith("observation.images."):
-            expected = (expected[2], expected[0], expected[1])  # LeRobot stores images as CHW
-        if shape and shape != expected:
+            actual = (actual[2], actual[0], actual[1])  # LeRobot stores images as CHW
+        if shape and shape != actual:
             raise PolicyLoadError(
-                f"policy {path} expects {key} of shape {shape}, env gives "
-                f"{expected} (image_size or tactile shape differ)"
+                f"policy {path} reads {key} of shape {shape} but this env gives {actual}; "
+                + _shape_hint(key, shape)
             )
     action = config.get("output_features", {}).get("action", {})
     if tuple(action.get("shape", (ACTION_DIM,))) != (ACTION_DIM,):
@@ -208,21 +215,10 @@ def check_compatible(config: dict[str, Any], observation_space, path: Path) -> N
         )
 
 
-def read_env_record(path: Path) -> dict[str, Any]:
-    """The env settings a checkpoint was trained for (``ENV_RECORD``, written by ``simroll train``
-    from the dataset: gripper mode, obs mode, image size); empty when it has none."""
-    record = Path(path) / ENV_RECORD
-    if not record.is_file():
-        return {}
-    try:
-        return json.loads(record.read_text())
-    except json.JSONDecodeError as exc:
-        raise PolicyLoadError(f"{record} is not valid JSON: {exc}") from exc
-
-
-def check_gripper_mode(path: Path, env) -> None:
+def check_gripper_mode(path: Path, env, env_record: dict[str, Any] | None = None) -> None:
     """Refuse an env whose gripper command means something else than in the training data."""
-    trained = read_env_record(path).get("gripper_mode")
+    record = read_env_record(path) if env_record is None else env_record
+    trained = record.get("gripper_mode")
     mode = getattr(env.unwrapped, "gripper_mode", None)
     if trained and mode and trained != mode:
         raise PolicyLoadError(
@@ -237,26 +233,30 @@ def load_policy(
     device: str = "cpu",
     overrides: dict | None = None,
     threads: int | None = 1,
-    **_training_recipe: Any,
+    train: dict[str, Any] | None = None,
 ) -> LeRobotPolicy:
     """Load the checkpoint at ``path`` for ``env`` (Hydra calls this with ``_partial_``).
 
-    ``overrides`` changes inference-time config fields (e.g. ``num_inference_steps``,
+    The directory is first checked as data (:func:`simroll.policies.checkpoint.
+    validate_checkpoint`: registered policy type and processor steps only, safetensors weights,
+    no pickles), then against ``env`` (input shapes, gripper mode), and only then read by
+    LeRobot. ``overrides`` changes inference-time config fields (e.g. ``num_inference_steps``,
     ``n_action_steps``; for SimVLA also ``num_flow_steps``, ``keep_visual_tokens`` and
-    ``quantize_int8``); other keyword arguments (a training recipe in the same config file) are
-    ignored here. ``threads`` sets torch's intra-op threads for inference (one by default: on
-    a small shared machine more threads thrash; ``None`` leaves torch's setting alone).
+    ``quantize_int8``). ``train`` (the training recipe in the same config file, read by
+    ``simroll train``) is ignored here; any other keyword is a TypeError. ``threads`` sets
+    torch's intra-op threads for inference (one by default: on a small shared machine more
+    threads thrash; ``None`` leaves torch's setting alone).
     """
     from lerobot.configs.policies import PreTrainedConfig
     from lerobot.policies.factory import get_policy_class, make_pre_post_processors
 
-    register_policy_types()
+    del train  # the recipe of `simroll train`, kept in the same policy config
+    path = resolve_checkpoint(path)
+    contents = validate_checkpoint(path)
+    check_compatible(contents.config, env.observation_space, path)
+    check_gripper_mode(path, env, contents.env_record)
     if threads is not None:
         torch.set_num_threads(threads)
-    path = resolve_checkpoint(path)
-    raw = _read_config(path)
-    check_compatible(raw, env.observation_space, path)
-    check_gripper_mode(path, env)
     try:
         config = PreTrainedConfig.from_pretrained(path)
         for key, value in (overrides or {}).items():

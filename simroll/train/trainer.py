@@ -23,7 +23,6 @@ initialisation.
 from __future__ import annotations
 
 import csv
-import importlib
 import json
 import math
 import shutil
@@ -37,6 +36,7 @@ import torch
 import yaml
 from tqdm import tqdm
 
+from simroll.rollout.lerobot_io import open_dataset
 from simroll.rollout.store import write_json_atomic
 
 
@@ -129,20 +129,27 @@ class MemoizedDataset(torch.utils.data.Dataset):
 
 def dataset_env(root: Path) -> dict[str, Any]:
     """The env settings a ``simroll collect`` dataset was recorded with (gripper mode, obs mode,
-    image size), from its ``meta/simroll_collect.yaml``; empty for other datasets."""
+    image size, and whether it holds the rendered tactile image), from its
+    ``meta/simroll_collect.yaml``; empty for other datasets."""
     path = root / "meta" / "simroll_collect.yaml"
     if not path.is_file():
         return {}
-    env = (yaml.safe_load(path.read_text()) or {}).get("env") or {}
-    return {key: env[key] for key in ("gripper_mode", "obs_mode", "image_size") if key in env}
+    collect = yaml.safe_load(path.read_text()) or {}
+    env = collect.get("env") or {}
+    recorded = {key: env[key] for key in ("gripper_mode", "obs_mode", "image_size") if key in env}
+    if "tactile_image" in collect:
+        recorded["tactile_image"] = bool(collect["tactile_image"])
+    return recorded
 
 
 def save_checkpoint(
     directory: Path, policy, preprocessor, postprocessor, env: dict[str, Any] | None = None
 ) -> None:
-    """Write a LeRobot checkpoint atomically, plus ``ENV_RECORD`` (the dataset's env settings,
-    which ``load_policy`` checks: a gripper command means different things in different modes)."""
-    from simroll.policies.lerobot import ENV_RECORD  # imports LeRobot: not at module load
+    """Write a LeRobot checkpoint atomically, plus ``ENV_RECORD`` (the dataset's env settings:
+    ``load_policy`` checks them, since a gripper command means different things in different
+    modes, and ``simroll eval`` applies them). The result must pass the checks every loader runs
+    first (``validate_checkpoint``), so nothing is saved that simroll would refuse to load."""
+    from simroll.policies.checkpoint import ENV_RECORD, validate_checkpoint
 
     tmp = directory.with_name(directory.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -151,6 +158,7 @@ def save_checkpoint(
     postprocessor.save_pretrained(tmp)
     if env:
         (tmp / ENV_RECORD).write_text(json.dumps(env, indent=2, sort_keys=True) + "\n")
+    validate_checkpoint(tmp)
     shutil.rmtree(directory, ignore_errors=True)
     tmp.replace(directory)
 
@@ -160,8 +168,14 @@ def _pretrained_policy(policy_config, path: Path):
     tensor must match: a fine-tuning run keeps the architecture of what it starts from)."""
     from lerobot.policies.factory import get_policy_class
 
+    from simroll.policies.checkpoint import PolicyLoadError, validate_checkpoint
+
     if not (path / "model.safetensors").is_file():
         raise TrainingDataError(f"init_from={path} is not a checkpoint (no model.safetensors)")
+    try:
+        validate_checkpoint(path)  # only the weights are read, but refuse what load_policy would
+    except PolicyLoadError as exc:
+        raise TrainingDataError(f"init_from={path}: {exc}") from exc
     try:
         return get_policy_class(policy_config.type).from_pretrained(
             path, config=policy_config, strict=True
@@ -172,20 +186,9 @@ def _pretrained_policy(policy_config, path: Path):
         ) from exc
 
 
-def _video_backend() -> str:
-    """torchcodec where its FFmpeg libraries load, else PyAV. Chosen here, quietly, because
-    LeRobot's own fallback logs torchcodec's whole loading traceback on machines without
-    system FFmpeg (where PyAV, which bundles its own, decodes the same frames)."""
-    try:
-        importlib.import_module("torchcodec.decoders")
-    except (ImportError, OSError, RuntimeError):
-        return "pyav"
-    return "torchcodec"
-
-
 def train(cfg: TrainConfig, progress: bool = True) -> dict[str, Any]:
     """Train and checkpoint; returns the summary written to ``metrics.json``."""
-    from lerobot.datasets.lerobot_dataset import LeRobotDataset, LeRobotDatasetMetadata
+    from lerobot.datasets.lerobot_dataset import LeRobotDatasetMetadata
     from lerobot.policies.factory import make_policy, make_pre_post_processors
 
     if cfg.steps < 1 or cfg.batch_size < 1:
@@ -202,11 +205,10 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, Any]:
     repo_id = f"simroll/{root.name}"
     ds_meta = LeRobotDatasetMetadata(repo_id, root=root)
     policy_config = _policy_config(cfg, ds_meta)
-    dataset = LeRobotDataset(
+    dataset = open_dataset(  # simroll's decoder choice (lerobot_io), without LeRobot's noise
         repo_id,
         root=root,
         delta_timestamps=_delta_timestamps(policy_config, cfg, ds_meta.fps),
-        video_backend=_video_backend(),
     )
     if cfg.init_from is None:
         policy = make_policy(policy_config, ds_meta=ds_meta)
