@@ -36,6 +36,57 @@ def test_env_config_is_registered_and_names_features_like_simroll_datasets():
     assert features["action"].shape == (5,)
 
 
+@pytest.mark.parametrize(
+    ("collect_overrides", "plugin_settings"),
+    [([], {}), (["env.obs_mode=state"], {"obs_type": "environment_state_agent_pos"})],
+    ids=["defaults", "state-mode"],
+)
+def test_env_plugin_defaults_give_what_simroll_collect_records(collect_overrides, plugin_settings):
+    """With no flags but the obs mode, ``--env.type=simroll`` presents the observations that
+    ``simroll collect`` records with no flags: same image size, gripper mode, tactile image and
+    feature names, types and shapes. A policy ``lerobot-train`` made from such a dataset
+    evaluates in ``lerobot-eval`` as it is."""
+    import gymnasium as gym
+    from hydra import compose, initialize_config_dir
+    from lerobot.envs.configs import EnvConfig
+    from lerobot.envs.utils import env_to_policy_features
+    from lerobot.utils.feature_utils import dataset_to_policy_features
+    from lerobot_env_simroll import OBS_TYPES
+
+    import simroll.cli.collect  # noqa: F401 - registers the config schemas collect.yaml names
+    from simroll.cli.eval import CONFIG_DIR
+    from simroll.rollout.dataset import dataset_features
+
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        collect = compose("collect", overrides=collect_overrides)
+    plugin = EnvConfig.get_choice_class("simroll")(**plugin_settings)
+    assert OBS_TYPES[plugin.obs_type] == collect.env.obs_mode
+    assert plugin.image_size == collect.env.image_size
+    assert plugin.gripper_mode == collect.env.gripper_mode
+    assert plugin.tactile_image == collect.tactile_image
+    assert plugin.task.removesuffix("-v0") in collect.env.tasks
+
+    env = gym.make(
+        f"simroll/{plugin.task}",
+        obs_mode=collect.env.obs_mode,
+        image_size=collect.env.image_size,
+        gripper_mode=collect.env.gripper_mode,
+    )
+    try:
+        recorded = dataset_features(
+            env.observation_space,
+            use_videos=collect.use_videos,
+            with_tactile_image=collect.tactile_image,
+        )
+    finally:
+        env.close()
+    from_dataset = dataset_to_policy_features(recorded)
+    from_plugin = env_to_policy_features(plugin)
+    assert {key: (f.type, f.shape) for key, f in from_dataset.items()} == {
+        key: (f.type, f.shape) for key, f in from_plugin.items()
+    }
+
+
 def test_wrapped_env_speaks_lerobot_observations_and_ignores_its_reset_marker():
     from lerobot.envs.configs import EnvConfig
     from lerobot.envs.factory import make_env

@@ -242,6 +242,61 @@ def test_lerobot_resolves_simvla_through_the_plugin():
     assert postprocessor(policy.select_action(batch)).shape == (1, 5)
 
 
+def test_lerobot_make_policy_ignores_dataset_features_simvla_does_not_read(vla_dataset):
+    """``lerobot-train``'s path: ``make_policy`` hands a new policy every feature of a simroll
+    dataset, tactile markers included; SimVLA drops what it does not read, and its processors and
+    training step run on the dataset's batches (which still carry those features)."""
+    from lerobot.datasets.factory import resolve_delta_timestamps
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset, LeRobotDatasetMetadata
+    from lerobot.policies.factory import make_policy, make_policy_config, make_pre_post_processors
+    from lerobot.utils.collate import lerobot_collate_fn
+
+    import simroll.policies.vla  # noqa: F401 - registers the policy type "simvla"
+
+    meta = LeRobotDatasetMetadata("simroll/vla_synthetic", root=vla_dataset)
+    assert "observation.tactile_markers" in meta.features
+    config = make_policy_config("simvla", device="cpu", **TINY_VLA)
+    policy = make_policy(config, ds_meta=meta)
+    assert sorted(policy.config.input_features) == sorted(INPUTS)
+    preprocessor, postprocessor = make_pre_post_processors(policy.config, dataset_stats=meta.stats)
+    dataset = LeRobotDataset(
+        "simroll/vla_synthetic",
+        root=vla_dataset,
+        delta_timestamps=resolve_delta_timestamps(policy.config, meta),
+    )
+    batch = lerobot_collate_fn([dataset[0], dataset[20]])
+    assert "observation.tactile_markers" in batch
+    loss, _ = policy.forward(preprocessor(batch))
+    assert torch.isfinite(loss)
+    policy.reset()
+    action = postprocessor(policy.select_action(preprocessor(batch)))
+    assert action.shape == (2, 5)
+
+
+def test_simvla_keeps_only_the_features_it_reads_and_says_what_it_needs():
+    from lerobot.configs import FeatureType, PolicyFeature
+
+    from simroll.policies.vla import SimVLAConfig, SimVLAPolicy
+
+    action = {"action": PolicyFeature(FeatureType.ACTION, (5,))}
+    state = PolicyFeature(FeatureType.STATE, (12,))
+    unread = {
+        "observation.tactile_markers": PolicyFeature(FeatureType.STATE, (396,)),
+        "observation.environment_state": PolicyFeature(FeatureType.ENV, (11,)),
+    }
+    config = SimVLAConfig(
+        input_features={"observation.state": state, **unread},
+        output_features=action,
+        **TINY_VLA,
+    )
+    policy = SimVLAPolicy(config)
+    assert list(policy.config.input_features) == ["observation.state"]
+    saved = policy.config.input_features
+    assert config.drop_unread_features() == [] and config.input_features == saved
+    with pytest.raises(ValueError, match="at least one camera image or observation.state"):
+        SimVLAPolicy(SimVLAConfig(input_features=dict(unread), output_features=action))
+
+
 def test_word_tokenizer_maps_unknown_words_and_trims_padding():
     from simroll.policies.vla.modeling_simvla import PAD_ID, UNK_ID, WordTokenizer
 

@@ -4,8 +4,20 @@ LeRobot's CLIs import every installed distribution whose name starts with ``lero
 (``register_third_party_plugins``); importing this one registers :class:`SimrollEnv` under the
 choice name ``simroll`` and the gym ids ``lerobot_env_simroll/<Task>-v0`` that it makes (simroll's
 tasks wrapped in :class:`~lerobot_env_simroll.env.LeRobotView`). ``features``/``features_map``
-name the observations the way ``simroll collect`` datasets do, so a policy trained on such a
-dataset is evaluated here without a rename map.
+name the observations the way ``simroll collect`` datasets do, and the defaults (full
+observations, ``image_size`` 96, the ``delta`` gripper, the tactile image) are those of
+``simroll collect``, so a policy trained on such a dataset is evaluated here without a rename map
+or extra flags (pass ``--env.image_size`` / ``--env.obs_type`` for a dataset collected otherwise).
+Offline, from a dataset to its evaluation (``pretrained_backbone_weights=null``: ACT and diffusion
+would otherwise download ImageNet ResNet weights; SimVLA has none)::
+
+    simroll collect env=soft_lift episodes=50 output_dir=data/soft_lift_expert
+    HF_HUB_OFFLINE=1 lerobot-train --dataset.repo_id=simroll/soft_lift_expert \
+        --dataset.root=data/soft_lift_expert --policy.type=act \
+        --policy.pretrained_backbone_weights=null --policy.push_to_hub=false \
+        --wandb.enable=false --output_dir=outputs/act
+    lerobot-eval --env.type=simroll --env.task=SoftLift-v0 \
+        --policy.path=outputs/act/checkpoints/last/pretrained_model
 """
 
 from __future__ import annotations
@@ -38,10 +50,10 @@ class SimrollEnv(EnvConfig):
     fps: int = CONTROL_HZ
     episode_length: int | None = None  # None: the task's own limit
     obs_type: str = "pixels_agent_pos"  # or "environment_state_agent_pos" (privileged state)
-    image_size: int = 96
+    image_size: int = 96  # `simroll collect`'s env.image_size
     gripper_mode: str = "delta"  # what `simroll collect` records and the shipped policies use
     tactile: bool = True  # observation.tactile and observation.tactile_markers
-    tactile_image: bool = False  # observation.images.tactile
+    tactile_image: bool = True  # observation.images.tactile, as `simroll collect` records it
     clip_actions: bool = True
     render_mode: str = "rgb_array"
     render_height: int = 240

@@ -12,11 +12,15 @@ every ``nn.Linear`` after the weights are loaded).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
-from lerobot.configs import FeatureType, NormalizationMode, PreTrainedConfig
+from lerobot.configs import FeatureType, NormalizationMode, PolicyFeature, PreTrainedConfig
 from lerobot.optim import AdamWConfig
 from lerobot.optim.schedulers import CosineDecayWithWarmupSchedulerConfig
+from lerobot.utils.constants import OBS_STATE
+
+logger = logging.getLogger(__name__)
 
 # The instruction vocabulary: every word of simroll's task templates and object names, plus common
 # manipulation words so that paraphrases mostly stay in-vocabulary. Anything else maps to <unk>.
@@ -45,7 +49,9 @@ class SimVLAConfig(PreTrainedConfig):
     tactile force maps ``tactile_feature`` of shape ``tactile_shape``, ``observation.state`` and the
     batch's ``task`` strings. Tactile forces are not normalized with dataset statistics (many
     taxels are never touched in demonstrations, so their std is ~0); the model compresses them
-    with ``log1p(force / tactile_force_scale)`` instead.
+    with ``log1p(force / tactile_force_scale)`` instead. Any other input feature (such as
+    ``observation.tactile_markers`` or ``observation.environment_state`` of a ``simroll collect``
+    dataset) is dropped from ``input_features`` when the policy is built.
     """
 
     # Input / output structure.
@@ -178,11 +184,46 @@ class SimVLAConfig(PreTrainedConfig):
             num_decay_steps=self.scheduler_decay_steps,
         )
 
+    def reads(self, key: str, feature: PolicyFeature) -> bool:
+        """Whether the model reads input feature ``key``: camera images, ``observation.state``
+        and ``tactile_feature``."""
+        if feature.type is FeatureType.VISUAL:
+            return True
+        return feature.type is FeatureType.STATE and key in (OBS_STATE, self.tactile_feature)
+
+    def drop_unread_features(self) -> list[str]:
+        """Remove the input features the model does not read and return their keys.
+
+        ``lerobot-train`` gives a new policy every ``observation.*`` feature of its dataset
+        (``make_policy``); a ``simroll collect`` dataset also holds ``observation.tactile_markers``
+        (and, in state mode, ``observation.environment_state``). Like LeRobot's own policies,
+        SimVLA leaves them out; unlike them it also drops them from ``input_features``, so its
+        processors do not normalize them and the saved config does not ask an env for them.
+        """
+        features = self.input_features or {}
+        unread = [key for key, feature in features.items() if not self.reads(key, feature)]
+        if unread:
+            self.input_features = {
+                key: feature for key, feature in features.items() if key not in unread
+            }
+            logger.info(
+                "SimVLA reads camera images, %s and %s; ignoring the input features %s",
+                OBS_STATE,
+                self.tactile_feature,
+                unread,
+            )
+        return unread
+
     def validate_features(self) -> None:
-        """Check the input features against what the model can read (called when it is built)."""
+        """Drop the input features the model does not read (:meth:`drop_unread_features`), then
+        check the rest against what the model can read (called when it is built)."""
+        self.drop_unread_features()
         images = self.image_features
         if not images and self.robot_state_feature is None:
-            raise ValueError("SimVLA needs at least one camera image or observation.state as input")
+            raise ValueError(
+                "SimVLA needs at least one camera image or observation.state as input, got "
+                f"{sorted(self.input_features or {})}"
+            )
         if len({tuple(feature.shape) for feature in images.values()}) > 1:
             shapes = {key: tuple(feature.shape) for key, feature in images.items()}
             raise ValueError(f"SimVLA needs all camera images of one shape, got {shapes}")
@@ -209,20 +250,6 @@ class SimVLAConfig(PreTrainedConfig):
                     f"{self.tactile_feature} must have shape ({expected},) for tactile_shape "
                     f"{tuple(self.tactile_shape)}, got {tuple(tactile.shape)}"
                 )
-        unsupported = [
-            key
-            for key, feature in (self.input_features or {}).items()
-            if feature.type not in (FeatureType.VISUAL, FeatureType.STATE)
-            or (
-                feature.type is FeatureType.STATE
-                and key not in ("observation.state", self.tactile_feature)
-            )
-        ]
-        if unsupported:
-            raise ValueError(
-                f"SimVLA reads camera images, observation.state and {self.tactile_feature}; "
-                f"it cannot read {unsupported}"
-            )
         if self.action_feature is None:
             raise ValueError("SimVLA needs an 'action' output feature")
 
