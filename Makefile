@@ -7,7 +7,7 @@ export MUJOCO_GL ?= egl
 
 .PHONY: demo test test-slow lint format bench clean-venv browser
 
-$(STAMP): pyproject.toml plugins/lerobot_env_simroll/pyproject.toml plugins/lerobot_policy_simvla/pyproject.toml
+$(STAMP): pyproject.toml setup.py plugins/lerobot_env_simroll/pyproject.toml plugins/lerobot_policy_simvla/pyproject.toml
 	@if [[ ! -x $(PY) ]]; then \
 	  py=$$(scripts/find_python.sh) || exit 1; \
 	  echo "creating $(VENV) with $$py"; \

@@ -19,20 +19,28 @@ per-finger gel-marker displacement field, see ``sensing``), ``agent_pos`` (hand 
 their velocities, jaw opening and its velocity, and each finger's grip force in newtons, the
 total of its taxel image, as a gripper's effort reading: 12 floats), ``environment_state`` (only in
 ``obs_mode="state"``: object centre and yaw, goal position, and the object's offset from the
-observed hand pose, x/y/z and wrapped yaw: 11 floats) and ``task_description``.
+observed hand pose, x/y/z and wrapped yaw: 11 floats) and ``task_description`` (the instruction
+text; ``with_task_description=False`` leaves it out, so every entry is a ``Box`` and
+``gymnasium.wrappers.FlattenObservation`` applies).
 
 Evaluator-only state is in ``info["eval"]``, never in the observation: the normalized deformation
 of this step and its running peak (``simroll.envs.deformation``), the object's calibrated
 tolerance, the net contact force on each finger. ``info["is_success"]`` follows Gymnasium.
 A simulation that produces NaN/inf state or MuJoCo instability warnings ends the episode with
 ``info["termination_reason"] = "diverged"`` instead of raising.
+
+Rendering in a process forked after its parent initialised EGL hangs in the EGL driver; an env
+raises :class:`ForkedRenderingError` there instead (see ``simroll.envs`` for the start methods
+that work).
 """
 
 from __future__ import annotations
 
 import copy
 import math
+import os
 import string
+import sys
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -71,6 +79,34 @@ class InvalidActionError(ValueError):
     """An action is NaN/inf, has the wrong shape, or is outside the action space."""
 
 
+class ForkedRenderingError(RuntimeError):
+    """This process was forked after its parent initialised EGL, so it cannot render."""
+
+
+_EGL_INHERITED = False  # set in a forked child whose parent had an initialised EGL display
+
+
+def _note_fork() -> None:
+    global _EGL_INHERITED
+    egl = sys.modules.get("mujoco.egl")
+    if egl is not None and getattr(egl, "EGL_DISPLAY", None) is not None:
+        _EGL_INHERITED = True
+
+
+os.register_at_fork(after_in_child=_note_fork)
+
+
+def _check_can_render() -> None:
+    if _EGL_INHERITED:
+        raise ForkedRenderingError(
+            "this process was forked after its parent initialised EGL rendering, and EGL hangs "
+            "when a forked child renders. Start env workers with 'forkserver' or 'spawn': "
+            "gym.make_vec(id, num_envs) (simroll's vector entry point does), or "
+            "gym.make_vec(id, num_envs, vectorization_mode='async', "
+            "vector_kwargs={'context': 'forkserver'})"
+        )
+
+
 class SoftTaskEnv(gym.Env):
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": CONTROL_HZ}
     task_name: ClassVar[str] = "SoftTask"
@@ -88,6 +124,7 @@ class SoftTaskEnv(gym.Env):
         render_size: tuple[int, int] = (240, 320),
         tactile_shape: tuple[int, int] = (16, 12),
         tolerance: float | None = None,
+        with_task_description: bool = True,
     ):
         if obs_mode not in OBS_MODES:
             raise ValueError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
@@ -112,6 +149,11 @@ class SoftTaskEnv(gym.Env):
             self.tolerance = float(tolerance)  # an explicit override (sweeps, calibration runs)
         else:
             raise ValueError(f"tolerance must be a number > 0 or None, got {tolerance!r}")
+        if not isinstance(with_task_description, bool):
+            raise ValueError(
+                f"with_task_description must be True or False, got {with_task_description!r}"
+            )
+        self.with_task_description = with_task_description
         self.default_variation = resolve_variation(variation)
         self.variation = self.default_variation
         self._load_model(self.variation.young_scale)
@@ -126,8 +168,9 @@ class SoftTaskEnv(gym.Env):
                 }
             ),
             "agent_pos": spaces.Box(-np.inf, np.inf, (AGENT_POS_DIM,), np.float32),
-            "task_description": spaces.Text(max_length=200, charset=TEXT_CHARSET),
         }
+        if with_task_description:
+            obs["task_description"] = spaces.Text(max_length=200, charset=TEXT_CHARSET)
         if obs_mode == "full":
             size = (image_size, image_size, 3)
             obs["pixels"] = spaces.Dict(
@@ -397,10 +440,12 @@ class SoftTaskEnv(gym.Env):
         obs = {
             "tactile": {"force": reading.force, "markers": reading.markers},
             "agent_pos": agent.astype(np.float32),
-            "task_description": self.task_description,
         }
+        if self.with_task_description:
+            obs["task_description"] = self.task_description
         if self.obs_mode == "full":
             if self._cameras is None:
+                _check_can_render()
                 self._cameras = CameraRig(
                     self.model, ("scene", "wrist"), self.image_size, self.image_size
                 )
@@ -417,6 +462,7 @@ class SoftTaskEnv(gym.Env):
         if self.render_mode != "rgb_array":
             return None
         if self._render_rig is None:
+            _check_can_render()
             height, width = self.render_size
             self._render_rig = CameraRig(self.model, ("scene",), height, width)
         return self._render_rig.render(self.data)["scene"]

@@ -21,6 +21,9 @@ policies must not train on is kept out of ``observation.*``: ``eval.deformation`
 ``<root>/meta/simroll_episodes.jsonl`` keyed by ``episode_index`` (spec, success, DSR, peak
 deformation, tolerance, termination reason and the full :class:`EpisodeRecord` JSON), appended
 atomically as each episode is saved.
+
+Datasets are created through :mod:`simroll.rollout.lerobot_io`, which picks the video decoder and
+keeps the video encoders and the ``datasets`` library's progress bars off the console.
 """
 
 from __future__ import annotations
@@ -36,12 +39,12 @@ import cv2
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from lerobot.datasets.lerobot_dataset import LeRobotDataset
 from tqdm import tqdm
 
 from simroll.envs.core import CONTROL_HZ
 from simroll.envs.sensing import tactile_to_rgb
 from simroll.rollout.episode import EnvConfig, EnvPool, PolicyFactory, run_episode
+from simroll.rollout.lerobot_io import create_dataset, quiet_progress
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec
 
 ROBOT_TYPE = "simroll_floating_gripper"
@@ -205,7 +208,7 @@ class DatasetRecorder:
         self.features = dataset_features(
             observation_space, use_videos=use_videos, with_tactile_image=self.with_tactile_image
         )
-        self.dataset = LeRobotDataset.create(
+        self.dataset = create_dataset(
             repo_id=repo_id,
             fps=fps,
             features=self.features,
@@ -259,7 +262,8 @@ class DatasetRecorder:
         episode_index = self.dataset.meta.total_episodes
         # Serial encoding: a process pool per episode costs more than it saves on small images,
         # and it would fork a process that holds a GL context.
-        self.dataset.save_episode(parallel_encoding=False)
+        with quiet_progress():
+            self.dataset.save_episode(parallel_encoding=False)
         _append_line(self.root / EPISODES_META, _episode_row(episode_index, frames, record))
         self.episodes_written += 1
         self.frames_written += frames
@@ -299,7 +303,8 @@ class DatasetRecorder:
         if self._frames:
             self.dataset.clear_episode_buffer()
             self._frames, self._pending = 0, None
-        self.dataset.finalize()
+        with quiet_progress():
+            self.dataset.finalize()
         _remove_empty_dirs(self.root / "images")  # LeRobot's frame staging, emptied by encoding
 
     def __enter__(self) -> DatasetRecorder:

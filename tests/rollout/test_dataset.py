@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -11,6 +12,7 @@ import pytest
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
 from simroll.experts import SoftExpert
+from simroll.rollout import lerobot_io
 from simroll.rollout.dataset import (
     DatasetRecorder,
     episode_record,
@@ -23,6 +25,14 @@ from simroll.rollout.runner import make_specs
 from tests.rollout.test_episode import ExplodingPolicy
 
 REPO_ID = "simroll/test"
+# what a dataset command must not print: LeRobot's torchcodec traceback, SVT-AV1's banner and
+# config lines, FFmpeg's muxer info, LeRobot's codec info, the datasets library's Map: bars
+NOISE = ("Traceback", "torchcodec", "Svt[", "moov atom", "Using video codec", "Map:")
+
+
+def assert_quiet(output: str) -> None:
+    found = [marker for marker in NOISE if marker in output]
+    assert not found, f"noisy output ({found}):\n{output[-3000:]}"
 
 
 def spec(task: str, index: int = 0) -> EpisodeSpec:
@@ -155,6 +165,7 @@ def test_recorder_refuses_an_existing_root(tmp_path):
 
 def test_collect_writes_a_dataset_of_expert_demonstrations(tmp_path):
     output = tmp_path / "demos"
+    quiet_env = {key: value for key, value in os.environ.items() if key != "SVT_LOG"}
     result = subprocess.run(
         [
             sys.executable,
@@ -171,8 +182,25 @@ def test_collect_writes_a_dataset_of_expert_demonstrations(tmp_path):
         capture_output=True,
         text=True,
         timeout=300,
+        env=quiet_env,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert_quiet(result.stdout + result.stderr)
+    load = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from simroll.rollout.lerobot_io import open_dataset;"
+            f"d = open_dataset('simroll/soft_squeeze_expert', root={str(output)!r});"
+            "print(sorted(d[0])[0])",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=quiet_env,
+    )
+    assert load.returncode == 0, load.stderr[-3000:]
+    assert_quiet(load.stdout + load.stderr)  # the decoder was chosen without LeRobot's traceback
     dataset = LeRobotDataset("simroll/soft_squeeze_expert", root=output)
     assert dataset.num_episodes == 2
     assert f"wrote 2 episodes, {dataset.num_frames} frames" in result.stdout
@@ -250,3 +278,25 @@ def test_noisy_expert_episodes_store_the_clean_expert_action(tmp_path):
     # same seed, same noise: the wrapper copies the env's generator after its reset
     again = run_episode(spec, lambda e: noisy_expert(e, arm_std=0.5), env_config=EnvConfig("state"))
     assert (again.steps, again.peak_deformation) == (record.steps, record.peak_deformation)
+
+
+def test_video_backend_falls_back_to_pyav_quietly(monkeypatch, caplog):
+    def broken(name, *args):
+        raise OSError(f"Could not load libtorchcodec ({name})")
+
+    monkeypatch.setattr(lerobot_io.importlib, "import_module", broken)
+    assert lerobot_io.video_backend.__wrapped__() == "pyav"
+    assert not caplog.records
+    assert lerobot_io.video_backend() in ("pyav", "torchcodec")  # the cached, real choice
+
+
+def test_quiet_media_logs_keeps_a_users_svt_log(monkeypatch):
+    import av.logging
+
+    monkeypatch.setenv("SVT_LOG", "3")
+    lerobot_io.quiet_media_logs()
+    assert os.environ["SVT_LOG"] == "3"
+    monkeypatch.delenv("SVT_LOG")
+    lerobot_io.quiet_media_logs()
+    assert os.environ["SVT_LOG"] == lerobot_io.SVT_LOG_ERRORS
+    assert av.logging.get_level() == av.logging.ERROR
