@@ -10,6 +10,8 @@ import pytest
 
 from tests.certify.test_certify_cli import simroll
 
+pytestmark = pytest.mark.slow  # ~45 s: diffusion rollouts of the reference and two candidates
+
 
 @pytest.fixture(scope="module")
 def certified(tmp_path_factory):

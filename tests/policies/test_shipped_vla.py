@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import gymnasium as gym
+import pytest
 
 from simroll.policies.lerobot import load_policy
 from simroll.rollout.episode import EnvConfig, run_episode
@@ -48,6 +49,7 @@ def object_rise(index: int, instruction: str | None) -> float:
     return max(heights) - heights[0]
 
 
+@pytest.mark.slow  # ~1 min: eight closed-loop SimVLA episodes
 def test_the_instruction_decides_whether_the_object_is_lifted():
     episodes = range(4)
     lift = [object_rise(index, None) for index in episodes]
