@@ -18,7 +18,6 @@ import importlib.metadata
 import math
 import os
 import sys
-import tempfile
 import traceback
 import urllib.parse
 from collections.abc import Iterable, Sequence
@@ -42,6 +41,7 @@ from simroll.report.runs import (
     run_kind,
 )
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec
+from simroll.rollout.store import write_text_atomic
 from simroll.scoring.dsr import ALL, aggregate, plot_tolerance_sweep, tolerance_sweep
 from simroll.scoring.report import SWEEP_MULTIPLIERS
 from simroll.scoring.stats import INTERVAL_METHODS
@@ -110,7 +110,7 @@ def write_html_report(run_dir: str | Path, output: str | Path | None = None) -> 
             error=f"{type(exc).__name__}: {exc}",
             traceback=traceback.format_exc(),
         )
-    return _write_atomic(output, page)
+    return write_text_atomic(output, page)
 
 
 def write_comparison_report(
@@ -131,7 +131,7 @@ def write_comparison_report(
         output = run_a / f"compare_{run_b.resolve().name}.html"
     output = Path(output)
     page = render("compare.html.j2", **compare_context(comparison, output.parent))
-    return _write_atomic(output, page)
+    return write_text_atomic(output, page)
 
 
 def write_html_report_or_warn(run_dir: str | Path) -> Path | None:
@@ -662,17 +662,3 @@ def _version() -> str:
         return importlib.metadata.version("simroll")
     except importlib.metadata.PackageNotFoundError:
         return "unknown"
-
-
-def _write_atomic(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return path

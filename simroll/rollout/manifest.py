@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from simroll.rollout.records import EpisodeSpec
-from simroll.rollout.store import RECORDS_FILENAME, write_json_atomic
+from simroll.rollout.store import RECORDS_FILENAME, write_json_atomic, write_text_atomic
 
 MANIFEST_FILENAME = "manifest.json"
 SPECS_FILENAME = "specs.jsonl"
@@ -217,7 +216,7 @@ def write_manifest(
     """Write ``specs.jsonl`` and then ``manifest.json`` (which names its hash), each atomically."""
     run_dir = Path(run_dir)
     text = "".join(json.dumps(spec.to_dict(), sort_keys=True) + "\n" for spec in specs)
-    _write_text_atomic(run_dir / SPECS_FILENAME, text)
+    write_text_atomic(run_dir / SPECS_FILENAME, text)
     created = manifest.created or datetime.now(UTC).isoformat(timespec="seconds")
     manifest = RunManifest(
         **{
@@ -314,19 +313,3 @@ def _show(value: Any) -> str:
     else:
         text = str(value)
     return text if len(text) <= _MAX_VALUE_CHARS else text[: _MAX_VALUE_CHARS - 3] + "..."
-
-
-def _write_text_atomic(path: Path, text: str) -> None:
-    """Like :func:`~simroll.rollout.store.write_json_atomic`, for text that is not one object."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise

@@ -313,15 +313,20 @@ class RecordStore:
 
 
 def write_json_atomic(path: str | os.PathLike[str], obj: Any, indent: int | None = 2) -> Path:
-    """Write ``obj`` as JSON to ``path`` so that readers see the old file or the new, never half.
+    """Write ``obj`` as JSON to ``path`` atomically (see :func:`write_text_atomic`). Non-finite
+    floats are written as ``NaN``/``Infinity`` (Python's JSON), which ``json.load`` reads back."""
+    return write_text_atomic(path, json.dumps(obj, indent=indent) + "\n")
 
-    The JSON goes to a temporary file in the same directory, is fsynced, and replaces ``path``
-    with ``os.replace``; the directory is then fsynced so the rename survives a crash. Non-finite
-    floats are written as ``NaN``/``Infinity`` (Python's JSON), which ``json.load`` reads back.
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` to ``path`` so that readers see the old file or the new, never half.
+
+    The text goes to a temporary file in the same directory, is fsynced, and replaces ``path``
+    with ``os.replace``; the directory is then fsynced so the rename survives a crash. The one
+    atomic writer of the package: reports, manifests, spec lists and HTML pages go through it.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(obj, indent=indent) + "\n"
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, 0o644)  # mkstemp makes 0600; reports are meant to be read by others

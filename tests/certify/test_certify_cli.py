@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -22,6 +20,7 @@ from simroll.experts import SoftExpert
 from simroll.rollout.episode import EnvConfig
 from simroll.rollout.manifest import ManifestError
 from simroll.rollout.runner import make_specs
+from tests.helpers import simroll
 
 # A tiny, loose certification so that 3 calibration specs can certify (epsilon 0.6, delta 0.2).
 TINY = [
@@ -32,15 +31,6 @@ TINY = [
     "~policy@candidates.expert_replan2_5",
     "progress=false",
 ]
-
-
-def simroll(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "simroll.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def certify_in_process(*overrides: str) -> Certificate:

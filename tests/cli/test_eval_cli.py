@@ -3,20 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import av
 import pytest
 
-
-def simroll(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "simroll.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+from tests.helpers import simroll
 
 
 def test_eval_writes_records_report_plot_and_a_playable_video(tmp_path):

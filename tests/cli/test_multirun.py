@@ -4,23 +4,17 @@ to its own ``<output_dir>/<job number>``, never into a directory another job wri
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from simroll.rollout.manifest import read_expected_specs, read_manifest
 from simroll.rollout.store import RecordStore
+from tests import helpers
 
 
-def simroll(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "simroll.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+def simroll(*args: str, timeout: int = 600):
+    return helpers.simroll(*args, timeout=timeout)
 
 
 def job_dirs(root: Path) -> list[Path]:

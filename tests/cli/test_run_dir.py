@@ -25,18 +25,10 @@ from simroll.report.runs import load_eval_run
 from simroll.rollout.manifest import ManifestError, RunManifest, read_manifest, write_manifest
 from simroll.rollout.runner import make_specs
 from simroll.rollout.store import RecordStore
+from tests.helpers import simroll
 from tests.report.conftest import SPECS, write_eval_run
 
 FAST = ["env=soft_lift", "env.objects=[sponge]", "video.episodes=0", "progress=false"]
-
-
-def simroll(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "simroll.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def eval_in_process(*overrides: str) -> str:

@@ -4,8 +4,6 @@ anything runs, naming the key, while every shipped config and every documented o
 from __future__ import annotations
 
 import dataclasses
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +12,7 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 from simroll.cli.schema import SCHEMAS, RejectUnknownKeys, unknown_keys
+from tests.helpers import simroll
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "simroll" / "_data" / "configs"
 # config name -> the command whose schema it uses
@@ -59,15 +58,6 @@ def missing_keys(config: dict, prefix: str = "") -> set[str]:
         elif value == "???":
             missing.add(f"{prefix}{key}")
     return missing
-
-
-def simroll(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "simroll.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 @pytest.mark.parametrize("key", UNKNOWN_KEYS)
