@@ -161,10 +161,10 @@ def run(cfg: DictConfig) -> str:
 
 def _record_videos_and_dataset(cfg: DictConfig, run_dir: Path, records, job: EpisodeJob) -> None:
     """The ``video.episodes`` videos (failures first) and, with ``record=true``, the dataset."""
-    if cfg.video.episodes > 0 and records:
-        # Not episodes in error: re-running one here could kill this process as it killed its
-        # worker (a segfault, os._exit), before the report and the exit status are written.
-        scored = [record for record in records if record.error is None]
+    # Never episodes in error: re-running one here could kill this process as it killed its
+    # worker (a segfault, os._exit), before the report and the exit status are written.
+    scored = [record for record in records if record.error is None]
+    if cfg.video.episodes > 0 and scored:
         chosen = sorted(scored, key=lambda r: (r.dsr_success, r.success, r.spec.key))
         for record in chosen[: cfg.video.episodes]:
             name = record.spec.key.replace("/", "_") + ".mp4"
@@ -177,7 +177,7 @@ def _record_videos_and_dataset(cfg: DictConfig, run_dir: Path, records, job: Epi
                 control_delay_steps=job.control_delay_steps,
             )
             print(f"video: {path}")
-    if cfg.record and records:
+    if cfg.record and scored:
         # Like the videos, a re-run of the scored specs in this process (episodes are
         # deterministic for a deterministic policy); each dataset episode stores its own record.
         # Imported here: LeRobot's dataset stack takes seconds to import.
@@ -188,7 +188,7 @@ def _record_videos_and_dataset(cfg: DictConfig, run_dir: Path, records, job: Epi
             shutil.rmtree(dataset_dir)  # a resumed run re-records every episode
         recorder = record_specs(
             dataset_dir,
-            [record.spec for record in records],
+            [record.spec for record in scored],
             job.policy_factory,
             job.env_config,
             progress=cfg.progress,
@@ -199,9 +199,11 @@ def _record_videos_and_dataset(cfg: DictConfig, run_dir: Path, records, job: Epi
             },
             repo_id=f"simroll/eval_{job.policy_id}",
         )
+        left_out = len(records) - len(scored)
         print(
             f"dataset: {dataset_dir} ({recorder.episodes_written} episodes, "
-            f"{recorder.frames_written} frames)"
+            f"{recorder.frames_written} frames"
+            + (f"; {left_out} episodes in error left out)" if left_out else ")")
         )
 
 

@@ -109,10 +109,13 @@ def test_eval_with_a_dying_worker_charges_only_its_episodes_and_exits_non_zero(t
         ("sponge", True, 1),
     ]
     lines = (run_dir / "records.jsonl").read_text()
-    resumed = simroll_eval(run_dir, *dying, args=with_videos)
+    # A resume charges nothing again; with record=true the dataset, like the videos, holds only
+    # the episodes that did not end in error.
+    resumed = simroll_eval(run_dir, *dying, "record=true", args=with_videos)
     output, _ = resumed.communicate(timeout=300)
     assert resumed.returncode == 1, output
-    assert (run_dir / "records.jsonl").read_text() == lines  # a resume charges nothing again
+    assert (run_dir / "records.jsonl").read_text() == lines
+    assert "(2 episodes" in output and "2 episodes in error left out" in output, output
 
 
 def test_ctrl_c_stops_a_vector_eval_at_once_and_leaves_a_valid_store(tmp_path):
