@@ -24,9 +24,14 @@ def compose_frame(
     scene: np.ndarray, tactile_force: np.ndarray, info: dict, step: int
 ) -> np.ndarray:
     frame = scene.copy()
-    inset = tactile_to_rgb(tactile_force, size=48)
-    h, w = inset.shape[:2]
-    frame[4 : 4 + h, -w - 4 : -4] = inset
+    # The tactile inset at the largest scale that fits the frame with a 4-pixel margin (one
+    # pixel per taxel at the smallest); a frame too small for even that shows no inset.
+    for size in (48, 32, 16):
+        inset = tactile_to_rgb(tactile_force, size=size)
+        h, w = inset.shape[:2]
+        if h + 8 <= frame.shape[0] and w + 8 <= frame.shape[1]:
+            frame[4 : 4 + h, -w - 4 : -4] = inset
+            break
     evaluation = info.get("eval", {})
     deformation = evaluation.get("deformation", 0.0)
     peak = evaluation.get("peak_deformation", 0.0)
