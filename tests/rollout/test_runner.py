@@ -16,10 +16,10 @@ import pytest
 
 from simroll.rollout.backends import EpisodeJob
 from simroll.rollout.episode import EnvConfig
-from simroll.rollout.records import EpisodeRecord, EpisodeSpec
 from simroll.rollout.runner import evaluate, make_specs
 from simroll.rollout.store import RecordStore
 from tests.rollout.test_episode import gentle_expert, outcome
+from tests.rollout.test_records import make_record
 
 ARGS = [
     "env=soft_lift",
@@ -182,7 +182,11 @@ def _stop_at_first_episode(env):
 def test_resume_reads_the_store_once_however_many_specs_are_pending(tmp_path, monkeypatch):
     specs = make_specs("soft", ["SoftLift"], ["sponge"], ["default"], episodes=300)
     store = RecordStore(tmp_path)
-    store.path.write_text("".join(synthetic_record(spec).to_json() + "\n" for spec in specs[:200]))
+    store.path.write_text(
+        "".join(
+            make_record(spec=spec, extra={"attempt": 1}).to_json() + "\n" for spec in specs[:200]
+        )
+    )
     loads = []
     real_load = RecordStore.load
     monkeypatch.setattr(RecordStore, "load", lambda self: loads.append(1) or real_load(self))
@@ -190,18 +194,3 @@ def test_resume_reads_the_store_once_however_many_specs_are_pending(tmp_path, mo
     with pytest.raises(_FirstEpisodeStarted):
         evaluate(tmp_path, specs, job, progress=False)
     assert len(loads) == 1  # the old engine read it once per pending spec: 101 times
-
-
-def synthetic_record(spec: EpisodeSpec) -> EpisodeRecord:
-    return EpisodeRecord(
-        spec=spec,
-        policy_id="synthetic",
-        policy_config_hash="hash",
-        success=True,
-        steps=100,
-        sim_time=5.0,
-        termination_reason="success",
-        peak_deformation=0.01,
-        tolerance=0.05,
-        extra={"attempt": 1},
-    )
