@@ -99,6 +99,8 @@ def collected(tmp_path_factory, home) -> Path:
     return root
 
 
+# A real collect (~20 s); tests/test_lerobot_plugin.py checks the same agreement from the configs.
+@pytest.mark.slow
 def test_a_collected_dataset_has_the_features_of_the_lerobot_env_plugin(collected):
     """What ``simroll collect`` wrote is what ``--env.type=simroll`` gives a policy at the same
     image size, with every other setting at its default."""

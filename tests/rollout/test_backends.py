@@ -121,6 +121,7 @@ def test_ray_dead_actor_is_charged_only_for_its_own_episode(tmp_path):
         ray.shutdown()
 
 
+@pytest.mark.slow  # ~12 s of Ray start-up; the dead-actor rule stays in the fast suite
 def test_ray_episode_whose_actor_failed_to_build_is_not_charged(tmp_path):
     ray = pytest.importorskip("ray", reason="the ray extra is not installed")
     specs = make_specs("soft", ["SoftLift"], ["sponge"], ["default"], episodes=2)

@@ -46,6 +46,7 @@ def scores(run_dir: Path) -> list[dict]:
     return groups
 
 
+@pytest.mark.slow  # ~25 s; scripts/fault_drill.py and the Ctrl-C test cover kill-and-resume too
 def test_killed_run_resumes_to_the_same_report(tmp_path):
     full, killed = tmp_path / "full", tmp_path / "killed"
     assert simroll_eval(full).wait(timeout=300) == 0
