@@ -268,9 +268,6 @@ def _hydra_main(cfg: DictConfig) -> None:
     with one_line_errors("certify"):
         try:
             run(cfg)
-        except ConfigError as exc:
-            print(f"simroll certify: config error: {exc}", file=sys.stderr)
-            sys.exit(2)
         except CertifyError as exc:
             print(f"simroll certify: {exc}", file=sys.stderr)
             sys.exit(1)

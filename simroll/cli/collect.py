@@ -154,11 +154,7 @@ def _record(cfg: DictConfig, root: Path, specs, policy_factory, env_config, choi
 @hydra.main(config_path=CONFIG_DIR, config_name="collect", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> None:
     with one_line_errors("collect"):
-        try:
-            status = run(cfg)
-        except ConfigError as exc:
-            print(f"simroll collect: config error: {exc}", file=sys.stderr)
-            sys.exit(2)
+        status = run(cfg)
     if status:
         sys.exit(status)
 

@@ -210,11 +210,7 @@ def _record_videos_and_dataset(cfg: DictConfig, run_dir: Path, records, job: Epi
 @hydra.main(config_path=CONFIG_DIR, config_name="eval", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> None:
     with one_line_errors("eval"):
-        try:
-            run(cfg)
-        except ConfigError as exc:
-            print(f"simroll eval: config error: {exc}", file=sys.stderr)
-            sys.exit(2)
+        run(cfg)
 
 
 def main() -> None:

@@ -159,9 +159,13 @@ def kept_on_interrupt(
 
 @contextmanager
 def one_line_errors(command: str) -> Iterator[None]:
-    """Turn run-directory errors and Ctrl-C inside the block into one line and an exit status."""
+    """Turn config and run-directory errors and Ctrl-C inside the block into one line and an
+    exit status."""
     try:
         yield
+    except ConfigError as exc:
+        print(f"simroll {command}: config error: {exc}", file=sys.stderr)
+        sys.exit(EXIT_CONFIG)
     except (RunDirError, ManifestError) as exc:
         print(f"simroll {command}: {exc}", file=sys.stderr)
         sys.exit(EXIT_CONFIG)
