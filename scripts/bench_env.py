@@ -46,9 +46,9 @@ import simroll.envs  # noqa: E402, F401  (registers the envs)
 from simroll.envs.core import SUBSTEPS  # noqa: E402
 from simroll.envs.soft import TASKS  # noqa: E402
 from simroll.experts import SoftExpert  # noqa: E402
+from simroll.io import write_json_atomic  # noqa: E402
 from simroll.rollout.episode import run_episode  # noqa: E402
 from simroll.rollout.records import EpisodeSpec  # noqa: E402
-from simroll.rollout.store import write_json_atomic  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "env.json"
 OBJECT = "sponge"

@@ -36,12 +36,13 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import mujoco  # noqa: E402
 
 from simroll.experts import SoftExpert  # noqa: E402
+from simroll.io import write_json_atomic  # noqa: E402
 from simroll.rollout import runner  # noqa: E402
 from simroll.rollout.backends import EpisodeJob, run_backend  # noqa: E402
 from simroll.rollout.episode import EnvConfig, EnvPool, run_episode  # noqa: E402
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec  # noqa: E402
 from simroll.rollout.runner import evaluate, make_specs  # noqa: E402
-from simroll.rollout.store import RecordStore, write_json_atomic  # noqa: E402
+from simroll.rollout.store import RecordStore  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "eval.json"
 

@@ -31,10 +31,10 @@ from bench_env import machine_info  # scripts/ is on sys.path when this file run
 from simroll.assets import list_objects
 from simroll.envs.soft import TASKS
 from simroll.experts import CLOSURES, SoftExpert
+from simroll.io import write_json_atomic
 from simroll.rollout.episode import EnvConfig, EnvPool, run_episode
 from simroll.rollout.records import EpisodeRecord
 from simroll.rollout.runner import make_specs
-from simroll.rollout.store import write_json_atomic
 from simroll.scoring.stats import binomial_rate
 
 OUT = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "expert.json"

@@ -31,11 +31,11 @@ import yaml
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from simroll.io import write_json_atomic  # noqa: E402
 from simroll.policies.lerobot import load_policy, read_env_record  # noqa: E402
 from simroll.rollout.backends import EpisodeJob  # noqa: E402
 from simroll.rollout.episode import EnvConfig  # noqa: E402
 from simroll.rollout.runner import evaluate, make_specs  # noqa: E402
-from simroll.rollout.store import write_json_atomic  # noqa: E402
 from simroll.scoring.stats import binomial_rate  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

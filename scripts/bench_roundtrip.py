@@ -40,7 +40,7 @@ import torch  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 
 from simroll.cli.roundtrip import CONFIG_DIR, run  # noqa: E402
-from simroll.rollout.store import write_json_atomic  # noqa: E402
+from simroll.io import write_json_atomic  # noqa: E402
 from simroll.worldmodel.bench import format_table  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -22,6 +22,7 @@ import yaml
 import simroll.envs  # noqa: F401  (registers the envs)
 from simroll.assets import get_object, list_objects
 from simroll.experts import SoftExpert
+from simroll.io import write_text_atomic
 
 REFERENCE_FORCE = 2.8
 SAFETY_FACTOR = 1.0
@@ -87,7 +88,7 @@ def main() -> int:
                 f"{'ok' if ok else 'MISMATCH'}"
             )
         else:
-            path.write_text(yaml.safe_dump(result, sort_keys=False))
+            write_text_atomic(path, yaml.safe_dump(result, sort_keys=False))
             print(
                 f"{name}: tolerance {result['tolerance']:.4f} % (peaks {result['reference_peaks']})"
             )

@@ -34,8 +34,9 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from simroll.io import write_json_atomic  # noqa: E402
 from simroll.rollout.records import EpisodeRecord  # noqa: E402
-from simroll.rollout.store import RecordStore, attempt_of, write_json_atomic  # noqa: E402
+from simroll.rollout.store import RecordStore, attempt_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "faults.json"

@@ -19,6 +19,7 @@ from PIL import Image  # noqa: E402
 
 from simroll.assets import list_objects  # noqa: E402
 from simroll.experts import SoftExpert  # noqa: E402
+from simroll.io import atomic_path  # noqa: E402
 from simroll.rollout.episode import EnvConfig, run_episode  # noqa: E402
 from simroll.rollout.records import EpisodeSpec, derive_seed  # noqa: E402
 from simroll.rollout.video import compose_frame  # noqa: E402
@@ -47,7 +48,8 @@ def task_picture(task: str) -> Path:
     )
     frame = frames[min(len(frames) - 1, int(fraction * len(frames)))]
     path = OUT / f"{task}.png"
-    Image.fromarray(frame).save(path)
+    with atomic_path(path) as temporary:
+        Image.fromarray(frame).save(temporary)
     print(f"{path}: {task} on {obj}, success={record.success}, peak={record.peak_deformation:.2f}%")
     return path
 
@@ -72,7 +74,8 @@ def objects_picture() -> Path:
             env.close()
         tiles.append(np.concatenate(row, axis=0))
     path = OUT / "objects.png"
-    Image.fromarray(np.concatenate(tiles, axis=1)).save(path)
+    with atomic_path(path) as temporary:
+        Image.fromarray(np.concatenate(tiles, axis=1)).save(temporary)
     print(f"{path}: soft objects (top) and rigid twins (bottom): {list_objects()}")
     return path
 

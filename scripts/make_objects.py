@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 from scipy.spatial import Delaunay
 
+from simroll.io import write_text_atomic
+
 ROOT = Path(__file__).resolve().parents[1]
 CONTACT = 'condim="4" solref="0.005 1" solimp="0.99 0.999 0.0005" friction="1.5"'
 
@@ -198,8 +200,8 @@ def main() -> None:
         folder = ROOT / "assets" / "objects" / design.name
         folder.mkdir(parents=True, exist_ok=True)
         soft_xml, _ = soft_body(design)
-        (folder / "soft.xml").write_text(soft_xml)
-        (folder / "rigid.xml").write_text(rigid_body(design))
+        write_text_atomic(folder / "soft.xml", soft_xml)
+        write_text_atomic(folder / "rigid.xml", rigid_body(design))
         print(f"wrote {folder.relative_to(ROOT)}/soft.xml and rigid.xml")
 
 

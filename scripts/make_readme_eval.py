@@ -17,6 +17,8 @@ from pathlib import Path
 import av
 from PIL import Image
 
+from simroll.io import atomic_path, write_bytes_atomic, write_text_atomic
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 
@@ -44,16 +46,21 @@ def main() -> None:
             f"`simroll eval env=soft_lift policy={policy} episodes=10`\n\n"
             + (run_dir / "summary.md").read_text()
         )
-        shutil.copy(run_dir / "tolerance_curve.png", DOCS / "images" / f"tolerance_{policy}.png")
+        write_bytes_atomic(
+            DOCS / "images" / f"tolerance_{policy}.png",
+            (run_dir / "tolerance_curve.png").read_bytes(),
+        )
         if policy == "expert_firm":
             video = sorted((run_dir / "videos").glob("*.mp4"))[0]
             with av.open(str(video)) as container:
                 frames = [frame.to_image() for frame in container.decode(video=0)]
             frame: Image.Image = frames[-1]
-            frame.save(DOCS / "images" / "eval_frame.png")
-    (DOCS / "eval_sample.md").write_text(
+            with atomic_path(DOCS / "images" / "eval_frame.png") as temporary:
+                frame.save(temporary)
+    write_text_atomic(
+        DOCS / "eval_sample.md",
         "# Sample evaluation (produced by `python scripts/make_readme_eval.py`)\n\n"
-        + "\n\n".join(tables)
+        + "\n\n".join(tables),
     )
     print(f"wrote {DOCS / 'eval_sample.md'} and docs/images/tolerance_*.png, eval_frame.png")
 

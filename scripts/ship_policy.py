@@ -17,6 +17,8 @@ import json
 import shutil
 from pathlib import Path
 
+from simroll.io import write_text_atomic
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -154,7 +156,7 @@ def main() -> None:
         f"Checkpoint selection: {args.selection}\n" if args.selection else "",
         "_Card written by `python scripts/ship_policy.py`; numbers from the runs named above._",
     ]
-    (target / "card.md").write_text("\n".join(card) + "\n")
+    write_text_atomic(target / "card.md", "\n".join(card) + "\n")
     print(f"shipped {target} ({size_mb:.1f} MB)")
 
 

@@ -35,7 +35,7 @@ from simroll.certify.synthetic import (
     summarize,
     uncorrected_selection,
 )
-from simroll.rollout.store import write_json_atomic
+from simroll.io import write_json_atomic
 from simroll.scoring.stats import binomial_rate
 
 ROOT = Path(__file__).resolve().parents[1]

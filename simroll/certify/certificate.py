@@ -20,8 +20,8 @@ from typing import Any
 
 from simroll.certify.care import Certification
 from simroll.certify.settings import CertifyError
+from simroll.io import atomic_path, write_json_atomic, write_text_atomic
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec
-from simroll.rollout.store import write_json_atomic
 
 COST_MEASURES = ("model_calls", "wall")
 
@@ -91,7 +91,7 @@ class Certificate:
             "markdown": directory / "certificate.md",
             "plot": directory / "certificate.png",
         }
-        paths["markdown"].write_text(self.to_markdown())
+        write_text_atomic(paths["markdown"], self.to_markdown())
         plot_speedup_vs_bound(self, paths["plot"])
         return paths
 
@@ -309,8 +309,7 @@ def plot_speedup_vs_bound(certificate: Certificate, path: str | Path) -> Path:
     ax.legend(fontsize=8, loc="best")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    with atomic_path(path) as temporary:
+        fig.savefig(temporary)
     plt.close(fig)
-    return path
+    return Path(path)

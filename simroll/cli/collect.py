@@ -39,6 +39,7 @@ from simroll.cli.rundir import (  # noqa: E402
 )
 from simroll.envs.soft import TASKS  # noqa: E402
 from simroll.envs.variations import VARIATIONS  # noqa: E402
+from simroll.io import write_text_atomic  # noqa: E402
 from simroll.rollout.episode import config_hash  # noqa: E402
 from simroll.rollout.manifest import RunManifest, outcome_fingerprint, write_manifest  # noqa: E402
 from simroll.rollout.runner import make_specs  # noqa: E402
@@ -115,7 +116,7 @@ def run(cfg: DictConfig) -> int:
         for path in (root / STAGING_DIRNAME).iterdir():
             path.rename(root / path.name)
         (root / STAGING_DIRNAME).rmdir()
-        OmegaConf.save(cfg, root / CONFIG_RECORD, resolve=True)
+        write_text_atomic(root / CONFIG_RECORD, OmegaConf.to_yaml(cfg, resolve=True))
     dropped = recorder.episodes_dropped
     print(
         f"simroll collect: wrote {recorder.episodes_written} episodes, "

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from simroll.io import atomic_path
 from simroll.rollout.records import EpisodeRecord
 
 # Text as <text> (the browser's sans-serif) instead of glyph paths: a fraction of the size.
@@ -102,7 +103,8 @@ def peak_strip(records: Sequence[EpisodeRecord], path: Path) -> Path:
     axes.set_ylim(bottom=0)
     if any(xs for xs, _ in points.values()):
         axes.legend(fontsize="small")
-    figure.savefig(path)
+    with atomic_path(path) as temporary:
+        figure.savefig(temporary)
     return path
 
 
@@ -139,5 +141,6 @@ def paired_peak_scatter(
     axes.set_ylim(0, top)
     axes.set_xlabel(f"A: {labels[0]}  (peak / tolerance)")
     axes.set_ylabel(f"B: {labels[1]}  (peak / tolerance)")
-    figure.savefig(path)
+    with atomic_path(path) as temporary:
+        figure.savefig(temporary)
     return path

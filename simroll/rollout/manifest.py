@@ -1,7 +1,7 @@
 """Run manifests: what a run directory was made with, so that a resume cannot mix settings.
 
 Every ``simroll eval``, ``certify`` and ``collect`` run starts by writing ``manifest.json`` into
-its run directory (atomically, with :func:`~simroll.rollout.store.write_json_atomic`) and the
+its run directory (atomically, with :func:`~simroll.io.write_json_atomic`) and the
 full list of specs it expects as ``specs.jsonl`` (one ``EpisodeSpec`` per line, also replaced
 atomically). The manifest holds the resolved config, the *outcome fingerprint* (a flat mapping of
 dotted keys to every setting that determines an episode's outcome: env config, policy names and
@@ -26,8 +26,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from simroll.io import write_json_atomic, write_text_atomic
 from simroll.rollout.records import EpisodeSpec
-from simroll.rollout.store import RECORDS_FILENAME, write_json_atomic, write_text_atomic
+from simroll.rollout.store import RECORDS_FILENAME
 
 MANIFEST_FILENAME = "manifest.json"
 SPECS_FILENAME = "specs.jsonl"

@@ -1,4 +1,4 @@
-"""Append-only episode store for one run directory, and atomic JSON writes for its reports.
+"""Append-only episode store for one run directory.
 
 A :class:`RecordStore` keeps every finished episode of a run as one ``EpisodeRecord.to_json()``
 line in ``<run_dir>/records.jsonl``. Each line is written with a single ``os.write`` on an
@@ -11,20 +11,21 @@ resumes: the specs with no record yet, plus (once) the specs whose episode raise
 :meth:`RecordStore.next_attempts` it works from one :meth:`RecordStore.load`, so a resume costs one
 read of the store however many specs are pending (about 0.9 s for 10,000 records, measured by
 ``scripts/bench_eval.py --only resume``). Reports beside
-the store are written with :func:`write_json_atomic` (temporary file, fsync, ``os.replace``).
+the store are written atomically with :mod:`simroll.io`, whose :func:`write_json_atomic` and
+:func:`write_text_atomic` this module re-exports for existing importers.
 """
 
 from __future__ import annotations
 
 import fcntl
-import json
 import os
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from simroll.io import fsync_path
+from simroll.io import write_json_atomic as write_json_atomic  # re-exported
+from simroll.io import write_text_atomic as write_text_atomic  # re-exported
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec
 
 RECORDS_FILENAME = "records.jsonl"
@@ -191,7 +192,7 @@ class RecordStore:
         finally:
             os.close(fd)  # also releases the flock
         if created:
-            _fsync_directory(self.run_dir)
+            fsync_path(self.run_dir)
 
     def _scan_new_lines(self, fd: int) -> bool:
         """Learn the valid records other writers appended; True if the file ends with a newline.
@@ -312,36 +313,6 @@ class RecordStore:
         return attempts
 
 
-def write_json_atomic(path: str | os.PathLike[str], obj: Any, indent: int | None = 2) -> Path:
-    """Write ``obj`` as JSON to ``path`` atomically (see :func:`write_text_atomic`). Non-finite
-    floats are written as ``NaN``/``Infinity`` (Python's JSON), which ``json.load`` reads back."""
-    return write_text_atomic(path, json.dumps(obj, indent=indent) + "\n")
-
-
-def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` to ``path`` so that readers see the old file or the new, never half.
-
-    The text goes to a temporary file in the same directory, is fsynced, and replaces ``path``
-    with ``os.replace``; the directory is then fsynced so the rename survives a crash. The one
-    atomic writer of the package: reports, manifests, spec lists and HTML pages go through it.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp makes 0600; reports are meant to be read by others
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    _fsync_directory(path.parent)
-    return path
-
-
 def _read_exactly(fd: int, count: int, offset: int) -> bytes:
     chunks = []
     while count > 0:
@@ -352,14 +323,6 @@ def _read_exactly(fd: int, count: int, offset: int) -> bytes:
         count -= len(chunk)
         offset += len(chunk)
     return b"".join(chunks)
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _excerpt(text: str) -> str:

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from simroll.io import atomic_path
 from simroll.rollout.records import EpisodeRecord
 from simroll.scoring.stats import INTERVAL_METHODS, Rate, binomial_rate
 
@@ -241,10 +242,9 @@ def plot_tolerance_sweep(sweep: dict, path: str | Path) -> Path:
     axes.set_ylim(-0.02, 1.02)
     if sweep["groups"]:
         axes.legend(fontsize="small")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120)
-    return path
+    with atomic_path(path) as temporary:
+        figure.savefig(temporary, dpi=120)
+    return Path(path)
 
 
 def _checked(records: Iterable[EpisodeRecord]) -> list[EpisodeRecord]:

@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from simroll.io import write_json_atomic, write_text_atomic
 from simroll.rollout.records import EpisodeRecord
-from simroll.rollout.store import RecordStore, write_json_atomic
+from simroll.rollout.store import RecordStore
 from simroll.scoring.dsr import aggregate, plot_tolerance_sweep, to_markdown, tolerance_sweep
 
 SWEEP_MULTIPLIERS = tuple(float(k) for k in np.round(np.linspace(0.0, 3.0, 31), 2))
@@ -105,8 +106,6 @@ def write_report(
             "provenance": provenance(config),
         },
     )
-    tmp = run_dir / "summary.md.tmp"
-    tmp.write_text(table + "\n")
-    tmp.replace(run_dir / "summary.md")
+    write_text_atomic(run_dir / "summary.md", table + "\n")
     plot_tolerance_sweep(sweep, run_dir / "tolerance_curve.png")
     return table

@@ -36,8 +36,8 @@ import torch
 import yaml
 from tqdm import tqdm
 
+from simroll.io import write_json_atomic, write_text_atomic
 from simroll.rollout.lerobot_io import open_dataset
-from simroll.rollout.store import write_json_atomic
 
 
 class TrainingDataError(ValueError):
@@ -157,7 +157,7 @@ def save_checkpoint(
     preprocessor.save_pretrained(tmp)
     postprocessor.save_pretrained(tmp)
     if env:
-        (tmp / ENV_RECORD).write_text(json.dumps(env, indent=2, sort_keys=True) + "\n")
+        write_text_atomic(tmp / ENV_RECORD, json.dumps(env, indent=2, sort_keys=True) + "\n")
     validate_checkpoint(tmp)
     shutil.rmtree(directory, ignore_errors=True)
     tmp.replace(directory)
@@ -319,5 +319,5 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, Any]:
         "checkpoint": str(last),
     }
     write_json_atomic(output / "metrics.json", summary)
-    (output / "train_config.json").write_text(json.dumps(cfg.__dict__, indent=2, default=str))
+    write_text_atomic(output / "train_config.json", json.dumps(cfg.__dict__, indent=2, default=str))
     return summary

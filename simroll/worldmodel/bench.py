@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from simroll.rollout.store import write_json_atomic
+from simroll.io import atomic_path, write_json_atomic
 from simroll.worldmodel.calibrate import RoundTripCalibrator
 from simroll.worldmodel.data import vertex_positions
 from simroll.worldmodel.evaluate import (
@@ -176,7 +176,10 @@ def bench(config: RoundTripConfig, out: Path, log: Callable[[str], None] = print
         latent.decode(test.windows.start), test.windows.actions, seed=b.seed
     )
     trust_log_s = time.perf_counter() - log_start
-    with open(out / "trust_log.jsonl", "w", encoding="utf-8") as file:
+    with (
+        atomic_path(out / "trust_log.jsonl") as temporary,
+        open(temporary, "w", encoding="utf-8") as file,
+    ):
         for row, episode, step, error in zip(
             trusted.log_rows(),
             test.windows.episode,
@@ -221,7 +224,6 @@ def bench(config: RoundTripConfig, out: Path, log: Callable[[str], None] = print
 
 
 def _save_windows(path: Path, evaluation: SplitEval) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     r = evaluation.bidirectional
     arrays = {
         "roundtrip": r.roundtrip,
@@ -234,7 +236,8 @@ def _save_windows(path: Path, evaluation: SplitEval) -> None:
         arrays["dispersion"] = r.dispersion
     if evaluation.forward is not None:
         arrays["forward_only_error"] = evaluation.forward.error
-    np.savez_compressed(path, **arrays)
+    with atomic_path(path) as temporary, open(temporary, "wb") as file:
+        np.savez_compressed(file, **arrays)
 
 
 def _split_names(config: RoundTripConfig) -> list[str]:

@@ -30,6 +30,7 @@ import numpy as np
 from simroll.envs.core import MAX_STEP
 from simroll.envs.variations import Variation, resolve_variation
 from simroll.experts import SoftExpert
+from simroll.io import atomic_path
 from simroll.rollout.episode import EnvConfig, EnvPool, run_episode
 from simroll.rollout.records import EpisodeSpec
 from simroll.rollout.runner import make_specs
@@ -204,7 +205,6 @@ class SplitData:
     def save(self, path: str | Path) -> Path:
         """One ``.npz`` per split (plain arrays; loaded with ``allow_pickle=False``)."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         arrays: dict[str, np.ndarray] = {
             "name": np.array(self.name),
             "variation": np.array(self.variation),
@@ -217,7 +217,8 @@ class SplitData:
         if self.trajectories:
             arrays["states"] = np.concatenate([t.states for t in self.trajectories])
             arrays["actions"] = np.concatenate([t.actions for t in self.trajectories])
-        np.savez_compressed(path, **arrays)
+        with atomic_path(path) as temporary, open(temporary, "wb") as file:
+            np.savez_compressed(file, **arrays)
         return path
 
     @classmethod

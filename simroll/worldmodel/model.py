@@ -27,8 +27,11 @@ from pathlib import Path
 import numpy as np
 import torch
 from diffusers import DDIMScheduler, DDPMScheduler
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+from safetensors.torch import save as safetensors_bytes
 from torch import nn
+
+from simroll.io import write_bytes_atomic, write_json_atomic
 
 FORWARD, BACKWARD = 1.0, -1.0
 DIRECTIONS = {"forward": FORWARD, "backward": BACKWARD}
@@ -173,9 +176,9 @@ class DiffusionWorldModel(nn.Module):
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         tensors = {k: v.detach().contiguous() for k, v in self.state_dict().items()}
-        save_file(tensors, str(directory / "model.safetensors"))
+        write_bytes_atomic(directory / "model.safetensors", safetensors_bytes(tensors))
         config = {"world_model": asdict(self.config), **(extra or {})}
-        (directory / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+        write_json_atomic(directory / "config.json", config)
         return directory
 
     @classmethod

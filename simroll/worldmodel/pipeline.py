@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors.numpy import save_file
+from safetensors.numpy import save as safetensors_bytes
 
+from simroll.io import write_bytes_atomic, write_json_atomic
 from simroll.rollout.episode import EnvConfig, EnvPool
-from simroll.rollout.store import write_json_atomic
 from simroll.worldmodel.data import (
     ACTION_DIM,
     STATE_LAYOUT,
@@ -225,7 +225,7 @@ def train(config: RoundTripConfig, out: Path, log: Callable[[str], None] = print
             model, source, actions, target, config.train, log=lambda m, p=prefix: log(p + m)
         )
         directory = model.save(out / "models" / name, {"train": result})
-        save_file(latent.tensors(), str(directory / "latent.safetensors"))
+        write_bytes_atomic(directory / "latent.safetensors", safetensors_bytes(latent.tensors()))
         summary[name] = result
         log(f"train: {name} done in {result['train_s']:.0f} s")
     write_json_atomic(out / "train.json", summary)

@@ -20,6 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from simroll.io import atomic_path  # noqa: E402
 from simroll.worldmodel.calibrate import RoundTripCalibrator  # noqa: E402
 
 COLORS = {
@@ -157,6 +158,7 @@ def make_figures(
 
 
 def _save(fig, path: Path) -> Path:
-    fig.savefig(path, dpi=110)
+    with atomic_path(path) as temporary:
+        fig.savefig(temporary, dpi=110)
     plt.close(fig)
     return path

@@ -32,8 +32,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import load_file
+from safetensors.numpy import save as safetensors_bytes
 
+from simroll.io import write_bytes_atomic
 from simroll.worldmodel.calibrate import RoundTripCalibrator
 from simroll.worldmodel.latent import StateLatent
 from simroll.worldmodel.model import DiffusionWorldModel
@@ -269,7 +271,9 @@ class RoundTripWorldModel:
         if self.calibrator is not None:
             extra["calibrator"] = self.calibrator.to_dict()
         self.model.save(directory, extra)
-        save_file(self.latent.tensors(), str(directory / "latent.safetensors"))
+        write_bytes_atomic(
+            directory / "latent.safetensors", safetensors_bytes(self.latent.tensors())
+        )
         return directory
 
     @classmethod

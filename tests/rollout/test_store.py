@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
-import os
 import time
 
 import pytest
@@ -15,7 +13,6 @@ from simroll.rollout.store import (
     DuplicateRecordError,
     RecordStore,
     attempt_of,
-    write_json_atomic,
 )
 
 
@@ -202,24 +199,6 @@ def test_attempt_of_defaults_to_one_for_missing_or_invalid_values():
     assert attempt_of(make_record(0, attempt=3)) == 3
     bad = [EpisodeRecord(**{**make_record(0).__dict__, "extra": {"attempt": v}}) for v in ("2", 0)]
     assert [attempt_of(record) for record in bad] == [1, 1]
-
-
-def test_write_json_atomic_replaces_file_and_leaves_no_temporary(tmp_path):
-    target = tmp_path / "reports" / "eval_info.json"
-    write_json_atomic(target, {"tsr": 0.5})
-    write_json_atomic(target, {"tsr": 0.75, "low": math.nan})
-    loaded = json.loads(target.read_text())
-    assert loaded["tsr"] == 0.75 and math.isnan(loaded["low"])
-    assert os.listdir(target.parent) == ["eval_info.json"]
-
-
-def test_write_json_atomic_keeps_old_file_when_serialisation_fails(tmp_path):
-    target = tmp_path / "eval_info.json"
-    write_json_atomic(target, {"tsr": 0.5})
-    with pytest.raises(TypeError):
-        write_json_atomic(target, {"tsr": object()})
-    assert json.loads(target.read_text()) == {"tsr": 0.5}
-    assert os.listdir(tmp_path) == ["eval_info.json"]
 
 
 def test_resume_bookkeeping_on_a_2000_record_store_takes_well_under_a_second(tmp_path):
