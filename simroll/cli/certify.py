@@ -236,7 +236,7 @@ def _certify(
     }
     used = [spec for i, spec in enumerate(specs) if any(i in r for r in source.records.values())]
     # Imported here: the report module pulls in statsmodels (seconds), not needed to validate.
-    from simroll.scoring.report import provenance
+    from simroll.scoring.summary import provenance
 
     certificate = build_certificate(
         certification,

@@ -50,7 +50,7 @@ from simroll.rollout.episode import (  # noqa: E402
 from simroll.rollout.manifest import RunManifest, outcome_fingerprint, start_run  # noqa: E402
 from simroll.rollout.runner import count_errors, evaluate, make_specs  # noqa: E402
 from simroll.rollout.video import record_video  # noqa: E402
-from simroll.scoring.report import write_report  # noqa: E402
+from simroll.scoring.summary import write_report  # noqa: E402
 
 EXIT_EPISODE_ERRORS = 1  # some episodes ended in error (the report is still written)
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "_data" / "configs")

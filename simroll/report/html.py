@@ -28,6 +28,7 @@ import jinja2
 import yaml
 from markupsafe import Markup
 
+from simroll.io import write_text_atomic
 from simroll.report.compare import Comparison, compare_runs
 from simroll.report.figures import paired_peak_scatter, peak_strip, svg_from
 from simroll.report.runs import (
@@ -41,10 +42,9 @@ from simroll.report.runs import (
     run_kind,
 )
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec
-from simroll.rollout.store import write_text_atomic
 from simroll.scoring.dsr import ALL, aggregate, plot_tolerance_sweep, tolerance_sweep
-from simroll.scoring.report import SWEEP_MULTIPLIERS
 from simroll.scoring.stats import INTERVAL_METHODS
+from simroll.scoring.summary import SWEEP_MULTIPLIERS
 
 REPORT_FILENAME = "report.html"
 

@@ -1,1 +1,1 @@
-"""Scoring: success rates, deformation-aware success, confidence intervals, reports."""
+"""Scoring: success rates, deformation-aware success, confidence intervals, summary files."""

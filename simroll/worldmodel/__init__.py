@@ -6,7 +6,7 @@ signal that tracks the unobservable forward error ``E_i``. Modules: ``data`` (tr
 the simulator through the episode engine), ``latent`` (PCA latent), ``model`` (the diffusion
 model and its training), ``roundtrip`` (rollouts carrying the trust signal, selective
 prediction), ``calibrate`` (C_i -> error estimate with intervals), ``evaluate`` and
-``pipeline`` (the benchmark behind ``simroll roundtrip``), ``report`` (figures).
+``pipeline`` (the benchmark behind ``simroll roundtrip``), ``plots`` (the study's figures).
 """
 
 from simroll.worldmodel.calibrate import RoundTripCalibrator

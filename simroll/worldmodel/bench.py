@@ -216,7 +216,7 @@ def bench(config: RoundTripConfig, out: Path, log: Callable[[str], None] = print
     }
     results["headline"] = headline(results, config)
     write_json_atomic(out / "results.json", _jsonable(results))
-    from simroll.worldmodel.report import make_figures
+    from simroll.worldmodel.plots import make_figures
 
     results["figures"] = [str(p) for p in make_figures(out / "figures", evals, calibrator, results)]
     write_json_atomic(out / "results.json", _jsonable(results))

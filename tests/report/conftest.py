@@ -19,7 +19,7 @@ from simroll.rollout.records import EpisodeRecord, EpisodeSpec
 from simroll.rollout.runner import make_specs
 from simroll.rollout.store import RecordStore
 from simroll.rollout.video import write_mp4
-from simroll.scoring.report import write_report
+from simroll.scoring.summary import write_report
 
 CONFIG = {
     "env": {

@@ -1,4 +1,4 @@
-"""Writes a run's aggregate report: ``summary.json``, ``summary.md`` and ``tolerance_curve.png``.
+"""Writes a run's summary files: ``summary.json``, ``summary.md`` and ``tolerance_curve.png``.
 
 The JSON holds the per-group scores with intervals, the tolerance sweep, the episodes that ended
 in error (``errors``, counted as failures in the scores and listed in ``errored_episodes``; the
