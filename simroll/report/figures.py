@@ -46,7 +46,7 @@ def _figure(width: float, height: float):
     return figure
 
 
-def _ratio(record: EpisodeRecord) -> float:
+def peak_ratio(record: EpisodeRecord) -> float:
     """Peak deformation over tolerance (1 = at tolerance); nan when unknown."""
     peak, tolerance = record.peak_deformation, record.tolerance
     if math.isnan(peak) or math.isnan(tolerance):
@@ -74,7 +74,7 @@ def peak_strip(records: Sequence[EpisodeRecord], path: Path) -> Path:
         for record in records:
             if (record.spec.task, record.spec.object, record.spec.variation) != key:
                 continue
-            ratio = _ratio(record)
+            ratio = peak_ratio(record)
             if not math.isfinite(ratio):
                 continue
             if record.error is not None:
@@ -115,13 +115,13 @@ def paired_peak_scatter(
     "no change" and the dotted lines are the tolerance."""
     figure = _figure(4.8, 4.2)
     axes = figure.add_subplot()
-    ratios = np.array([(_ratio(a), _ratio(b)) for a, b in pairs], dtype=float)
+    ratios = np.array([(peak_ratio(a), peak_ratio(b)) for a, b in pairs], dtype=float)
     finite = ratios[np.isfinite(ratios).all(axis=1)] if len(ratios) else np.zeros((0, 2))
     outcome_changed = np.array(
         [
             a.dsr_success != b.dsr_success
             for a, b in pairs
-            if np.isfinite([_ratio(a), _ratio(b)]).all()
+            if np.isfinite([peak_ratio(a), peak_ratio(b)]).all()
         ],
         dtype=bool,
     )
