@@ -1,10 +1,12 @@
 """``simroll roundtrip``: the bidirectional world model and its round-trip trust signal.
 
-``stage=collect|train|bench|all`` (default ``all``) runs :mod:`simroll.worldmodel.pipeline` into
+``stage=collect|train|all`` (default ``all``) runs :mod:`simroll.worldmodel.pipeline` into
 ``output_dir``: trajectories from the simulator, the latent map and the two diffusion models
-(bidirectional, forward-only), then the benchmark on held-out and shifted episodes
-(``results.json``, ``trust_log.jsonl``, ``figures/``). Presets are the ``roundtrip`` group
-(``roundtrip=small`` by default, ``roundtrip=large`` for the documented larger run).
+(bidirectional, forward-only). The benchmark on held-out and shifted episodes, which also fits
+the calibrator (``results.json``, ``trust_log.jsonl``, ``figures/``, ``models/calibrated/``), is
+``python scripts/bench_roundtrip.py`` with the same config (``stage=bench`` for trained models).
+Presets are the ``roundtrip`` group (``roundtrip=small`` by default, ``roundtrip=large`` for the
+documented larger run).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -22,12 +25,20 @@ from simroll.cli import schema  # noqa: E402, F401  (registers the config schema
 from simroll.cli.common import ConfigError  # noqa: E402
 from simroll.cli.rundir import job_output_dir  # noqa: E402
 
+if TYPE_CHECKING:
+    from simroll.worldmodel.pipeline import RoundTripConfig
+
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "_data" / "configs")
 RUN_KEYS = ("stage", "output_dir", "threads", "preset", "hydra")
-STAGES = ("collect", "train", "bench", "all")
+STAGES = ("collect", "train", "all")
 
 
 def run(cfg: DictConfig) -> dict:
+    if cfg.stage == "bench":
+        raise ConfigError(
+            "stage=bench: the benchmark is a script, `python scripts/bench_roundtrip.py "
+            f"stage=bench output_dir=...`; this command's stages are {STAGES}"
+        )
     if cfg.stage not in STAGES:
         raise ConfigError(f"stage: unknown value {cfg.stage!r}; expected one of {STAGES}")
     if not isinstance(cfg.threads, int) or cfg.threads < 1:
@@ -35,14 +46,9 @@ def run(cfg: DictConfig) -> dict:
     # heavy imports only once the command line is known to be good
     import torch
 
-    from simroll.worldmodel import bench, pipeline
+    from simroll.worldmodel import pipeline
 
-    container = OmegaConf.to_container(cfg, resolve=True)
-    study = {k: v for k, v in container.items() if k not in RUN_KEYS}
-    try:
-        config = pipeline.RoundTripConfig.from_dict(study)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(str(exc)) from exc
+    config = study_config(cfg)
     torch.set_num_threads(cfg.threads)
     out = job_output_dir(cfg)  # in a multirun, each job's own directory
     out.mkdir(parents=True, exist_ok=True)
@@ -52,12 +58,20 @@ def run(cfg: DictConfig) -> dict:
         summary["collect"] = pipeline.collect(config, out)
     if cfg.stage in ("train", "all"):
         summary["train"] = pipeline.train(config, out)
-    if cfg.stage in ("bench", "all"):
-        results = bench.bench(config, out)
-        summary["bench"] = results["headline"]
-        print(bench.format_table(results))
-        print(f"results: {out / 'results.json'}, figures: {out / 'figures'}")
     return summary
+
+
+def study_config(cfg: DictConfig) -> RoundTripConfig:
+    """The study's settings (:class:`~simroll.worldmodel.pipeline.RoundTripConfig`) from ``cfg``,
+    without the keys that only say how to run it."""
+    from simroll.worldmodel.pipeline import RoundTripConfig
+
+    container = OmegaConf.to_container(cfg, resolve=True)
+    study = {k: v for k, v in container.items() if k not in RUN_KEYS}
+    try:
+        return RoundTripConfig.from_dict(study)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 @hydra.main(config_path=CONFIG_DIR, config_name="roundtrip", version_base="1.3")

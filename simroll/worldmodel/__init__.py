@@ -5,8 +5,9 @@ by a direction flag; rolling forward ``i`` steps and back again gives ``C_i``, a
 signal that tracks the unobservable forward error ``E_i``. Modules: ``data`` (trajectories from
 the simulator through the episode engine), ``latent`` (PCA latent), ``model`` (the diffusion
 model and its training), ``roundtrip`` (rollouts carrying the trust signal, selective
-prediction), ``calibrate`` (C_i -> error estimate with intervals), ``evaluate`` and
-``pipeline`` (the benchmark behind ``simroll roundtrip``), ``plots`` (the study's figures).
+prediction), ``calibrate`` (C_i -> error estimate with intervals), ``pipeline`` (the collect
+and train stages behind ``simroll roundtrip``), ``evaluate`` and ``plots`` (the measures and
+figures of the benchmark, ``scripts/bench_roundtrip.py``).
 """
 
 from simroll.worldmodel.calibrate import RoundTripCalibrator

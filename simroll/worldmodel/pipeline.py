@@ -4,8 +4,10 @@
 held-out test, and out-of-distribution regimes the model never sees) and writes
 ``data/<split>.npz``. ``train`` fits the latent map on the training split and trains the
 bidirectional model and a forward-only specialist of the same size and budget, writing
-``models/{bidirectional,forward}/`` (safetensors + config.json). The third stage, ``bench``, is
-:mod:`simroll.worldmodel.bench`. Collect skips splits already on disk, so a run resumes.
+``models/{bidirectional,forward}/`` (safetensors + config.json). Collect skips splits already on
+disk, so a run resumes. The benchmark that measures the trained models and fits their calibrator
+is ``scripts/bench_roundtrip.py``; its settings (:class:`BenchConfig`) are part of the study's
+configuration, so one config file describes the whole study.
 """
 
 from __future__ import annotations

@@ -8,8 +8,11 @@ import sys
 import gymnasium as gym
 import numpy as np
 import pytest
+from omegaconf import OmegaConf
 
 import simroll.envs  # noqa: F401
+from simroll.cli.common import ConfigError
+from simroll.cli.roundtrip import run
 from simroll.worldmodel.data import (
     ACTION_DIM,
     BehaviourConfig,
@@ -93,3 +96,8 @@ def test_cli_reports_a_bad_stage_before_doing_any_work(tmp_path):
     )
     assert result.returncode == 2, result.stdout + result.stderr
     assert "stage" in result.stderr and "collect" in result.stderr
+
+
+def test_cli_points_stage_bench_to_the_benchmark_script():
+    with pytest.raises(ConfigError, match="scripts/bench_roundtrip.py stage=bench"):
+        run(OmegaConf.create({"stage": "bench", "threads": 1}))

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 
-from simroll.worldmodel.bench import _ranges
 from simroll.worldmodel.calibrate import RoundTripCalibrator
 from simroll.worldmodel.latent import StateLatent
 from simroll.worldmodel.model import (
@@ -117,11 +116,6 @@ def test_averaged_roundtrip_is_the_geometric_mean_of_seeded_backward_walks(train
     assert np.all(np.isnan(partial[:, 1:3])) and np.all(np.isfinite(partial[:, 3]))
     with pytest.raises(ValueError, match="samples"):
         roundtrip_discrepancy(trained, start, forward[:, 1:], actions, samples=0)
-
-
-def test_depth_ranges_are_written_compactly():
-    assert _ranges([1, 2, 3, 5, 7, 8]) == "1-3, 5, 7-8"
-    assert _ranges([]) == ""
 
 
 def test_direction_flag_changes_the_prediction(trained):
