@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from simroll.certify.paired import record_success
-from simroll.certify.settings import CertifyError
+from simroll.certify.settings import CertifyArgumentError, CertifyError
 from simroll.rollout.backends import EpisodeJob
 from simroll.rollout.episode import EnvConfig
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec, derive_seed
@@ -32,7 +32,7 @@ from simroll.rollout.runner import evaluate
 from simroll.rollout.store import RecordStore
 
 
-class ActionSpaceError(CertifyError):
+class ActionSpaceError(CertifyArgumentError):
     """A policy's actions do not fit the env's (or the reference's) action space."""
 
 
@@ -46,10 +46,12 @@ def calibration_specs(
 ) -> list[EpisodeSpec]:
     """``episodes`` i.i.d. calibration specs (see the module docstring)."""
     if not isinstance(episodes, int) or episodes < 1:
-        raise CertifyError(f"episodes must be an integer >= 1, got {episodes!r}")
+        raise CertifyArgumentError(f"episodes must be an integer >= 1, got {episodes!r}")
     combos = list(itertools.product(tasks, objects, variations))
     if not combos:
-        raise CertifyError("the calibration set needs at least one task, object and variation")
+        raise CertifyArgumentError(
+            "the calibration set needs at least one task, object and variation"
+        )
     specs = []
     for index in range(episodes):
         if len(combos) == 1:
@@ -173,7 +175,7 @@ def check_store(run: PolicyRun) -> None:
     contents = RecordStore(run.run_dir).load()
     for record in contents.records.values():
         if record.policy_config_hash != run.job.policy_config_hash:
-            raise CertifyError(
+            raise CertifyArgumentError(
                 f"{run.run_dir} holds records of policy {run.name!r} with config hash "
                 f"{record.policy_config_hash}, but this certification's {run.name!r} has "
                 f"{run.job.policy_config_hash}; use a new output_dir (or the original config) "

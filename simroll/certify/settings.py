@@ -4,7 +4,7 @@
 guarantee holds with probability at least ``1 - delta``), which risk is bounded (``joint`` or
 ``conditional``, see :mod:`simroll.certify.care`), which success counts (``tsr``: task success,
 ``dsr``: deformation-aware success) and the family-wise procedure. It validates itself, so a bad
-value fails with a :class:`CertifyError` naming it before any rollout runs.
+value fails with a :class:`CertifyArgumentError` naming it before any rollout runs.
 """
 
 from __future__ import annotations
@@ -22,16 +22,21 @@ class CertifyError(ValueError):
     """Bad certification input: the message names the value and what was expected."""
 
 
+class CertifyArgumentError(CertifyError):
+    """A certification's arguments are invalid; raised before any rollout runs, so nothing was
+    run or recorded. The message names the value and what was expected."""
+
+
 class PairingError(CertifyError):
     """Reference and candidate rollouts are not on the same episode specs."""
 
 
 def check_unit_interval(name: str, value: Any) -> float:
-    """``value`` as a float strictly inside (0, 1), else :class:`CertifyError`."""
+    """``value`` as a float strictly inside (0, 1), else :class:`CertifyArgumentError`."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise CertifyError(f"{name} must be a number in (0, 1), got {value!r}")
+        raise CertifyArgumentError(f"{name} must be a number in (0, 1), got {value!r}")
     if not (math.isfinite(value) and 0.0 < value < 1.0):
-        raise CertifyError(f"{name} must be in (0, 1), got {value!r}")
+        raise CertifyArgumentError(f"{name} must be in (0, 1), got {value!r}")
     return float(value)
 
 
@@ -50,7 +55,7 @@ class CareSettings:
         object.__setattr__(self, "delta", check_unit_interval("delta", self.delta))
         for key, valid in (("risk", RISKS), ("success", SUCCESS_KINDS), ("method", METHODS)):
             if getattr(self, key) not in valid:
-                raise CertifyError(
+                raise CertifyArgumentError(
                     f"{key} must be one of {list(valid)}, got {getattr(self, key)!r}"
                 )
 

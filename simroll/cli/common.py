@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import json
+from collections.abc import Collection, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -42,21 +43,22 @@ def _command_line_env_keys() -> set[str]:
     return keys
 
 
-def _checkpoint_env(policy: DictConfig | None) -> tuple[dict[str, Any], Path | None, bool]:
+def _checkpoint_env(policy: Mapping[str, Any] | None) -> tuple[dict[str, Any], Path | None, bool]:
     """The env record of the checkpoint ``policy`` loads (empty when it loads none or the
     checkpoint has no record), the record's path, and whether the policy reads camera images."""
-    from simroll.policies.checkpoint import CONFIG_FILE, ENV_RECORD, read_env_record
-    from simroll.policies.lerobot import resolve_checkpoint
-
     if (
-        not isinstance(policy, DictConfig)
+        not isinstance(policy, Mapping)
         or policy.get("_target_") != CHECKPOINT_LOADER
         or "path" not in policy
-        or OmegaConf.is_missing(policy, "path")
+        or (isinstance(policy, DictConfig) and OmegaConf.is_missing(policy, "path"))
         or policy.get("path") is None
     ):
         return {}, None, False
-    path = resolve_checkpoint(str(policy.path))
+    # Imported here, for checkpoints only: they load torch and LeRobot (seconds).
+    from simroll.policies.checkpoint import CONFIG_FILE, ENV_RECORD, read_env_record
+    from simroll.policies.lerobot import resolve_checkpoint
+
+    path = resolve_checkpoint(str(policy["path"]))
     if not (path / ENV_RECORD).is_file():
         return {}, None, False  # a missing checkpoint is reported when the policy loads
     try:
@@ -86,9 +88,17 @@ def env_config_from(env: DictConfig, policy: DictConfig | None) -> EnvConfig:
     image size only counts for a policy that reads camera images). The values used are written
     back into ``env``, so the run's recorded config says what ran.
     """
+    return apply_checkpoint_env(env, policy, _command_line_env_keys())
+
+
+def apply_checkpoint_env(
+    env: MutableMapping[str, Any], policy: Mapping[str, Any] | None, command_line: Collection[str]
+) -> EnvConfig:
+    """:func:`env_config_from` without Hydra: ``env`` is any mutable mapping of env settings
+    (written back as there), ``policy`` a policy config mapping and ``command_line`` the
+    :data:`RECORDED_ENV_KEYS` the caller set explicitly, which the record may not override."""
     settings = {key: env[key] for key in RECORDED_ENV_KEYS}
     record, record_path, reads_cameras = _checkpoint_env(policy)
-    command_line = _command_line_env_keys()
     applied = []
     for key in RECORDED_ENV_KEYS:
         if key not in record or record[key] == settings[key]:
@@ -104,7 +114,7 @@ def env_config_from(env: DictConfig, policy: DictConfig | None) -> EnvConfig:
             )
     if applied:
         print(f"{', '.join(applied)} (from {record_path})")
-    return EnvConfig(**settings, rigid_twin=env.rigid_twin)
+    return EnvConfig(**settings, rigid_twin=env["rigid_twin"])
 
 
 def _check_policy_keys(policy: DictConfig, choice: str, group: str) -> None:

@@ -50,8 +50,28 @@ def policy_config(name: str, **fields: Any) -> dict[str, Any]:
     path = POLICY_CONFIG_DIR / f"{name}.yaml"
     if not path.is_file():
         raise ValueError(f"unknown policy config {name!r}; expected one of {policy_names()}")
-    config = OmegaConf.merge(OmegaConf.load(path), OmegaConf.create(fields))
+    config = OmegaConf.merge(_compose(name), OmegaConf.create(fields))
     return OmegaConf.to_container(config, resolve=True)
+
+
+@functools.cache  # composing takes a few tenths of a second; the result is never mutated
+def _compose(name: str) -> dict[str, Any]:
+    """``configs/policy/<name>.yaml`` composed by Hydra, as ``policy=<name>`` gives it: its
+    defaults list applied (``expert_replan3`` is ``expert_replan2`` with ``every: 3``). A Hydra
+    app running in this process is set aside meanwhile and restored."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    running = GlobalHydra.instance().hydra
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(str(POLICY_CONFIG_DIR.parent), version_base="1.3"):
+            return OmegaConf.to_container(compose(f"policy/{name}").policy, resolve=True)
+    finally:
+        GlobalHydra.instance().clear()
+        if running is not None:
+            GlobalHydra.instance().initialize(running)
 
 
 def _describe(factory: Callable) -> dict[str, Any]:
