@@ -30,6 +30,8 @@ from diffusers import DDIMScheduler, DDPMScheduler
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from simroll.features import ACTION_DIM
+
 FORWARD, BACKWARD = 1.0, -1.0
 DIRECTIONS = {"forward": FORWARD, "backward": BACKWARD}
 
@@ -37,7 +39,7 @@ DIRECTIONS = {"forward": FORWARD, "backward": BACKWARD}
 @dataclass(frozen=True)
 class WorldModelConfig:
     latent_dim: int
-    action_dim: int = 5
+    action_dim: int = ACTION_DIM
     hidden: int = 256
     blocks: int = 3
     time_embed: int = 32

@@ -20,10 +20,10 @@ import numpy as np
 import torch
 from safetensors.numpy import save_file
 
+from simroll.features import ACTION_DIM
 from simroll.rollout.episode import EnvConfig, EnvPool
 from simroll.rollout.store import write_json_atomic
 from simroll.worldmodel.data import (
-    ACTION_DIM,
     STATE_LAYOUT,
     BehaviourConfig,
     SplitConfig,
