@@ -55,7 +55,7 @@ def test_env_plugin_defaults_give_what_simroll_collect_records(collect_overrides
 
     import simroll.cli.collect  # noqa: F401 - registers the config schemas collect.yaml names
     from simroll.cli.eval import CONFIG_DIR
-    from simroll.rollout.dataset import dataset_features
+    from simroll.features import dataset_features
 
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         collect = compose("collect", overrides=collect_overrides)

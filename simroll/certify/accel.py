@@ -4,10 +4,10 @@
 calls it only on the control steps where ``floor(t / every)`` changes (``t`` counted from the
 reset), so the wrapped model runs ``ceil``-ish ``steps / every`` times per episode instead of
 ``steps`` times: cheaper compute per control step, bought with stale decisions. Between two
-re-plans it either holds the last command (``between="hold"``: in simroll's action layout, four
-hand-pose *deltas* and one gripper command, holding means zero deltas and the same absolute
-gripper command, or a zero gripper delta in ``gripper_mode="delta"``: the hand and jaw stay where
-last commanded) or repeats the last action
+re-plans it either holds the last command (``between="hold"``, :func:`simroll.features.
+hold_action`: in simroll's action layout, four hand-pose *deltas* and one gripper command,
+holding means zero deltas and the same absolute gripper command, or a zero gripper delta in
+``gripper_mode="delta"``: the hand and jaw stay where last commanded) or repeats the last action
 verbatim (``between="repeat"``: classic action repeat, which makes a deadbeat position controller
 such as the scripted expert overshoot and oscillate).
 
@@ -26,6 +26,9 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from simroll.features import hold_action
+from simroll.policies.base import CountsNetworkEvaluations, policy_name
 
 BETWEEN = ("hold", "repeat")
 
@@ -48,15 +51,14 @@ class ReplanEvery:
             raise ValueError(f"between must be one of {list(BETWEEN)}, got {between!r}")
         self.inner = policy(env)
         unwrapped = getattr(env, "unwrapped", env)
-        self._delta_gripper = getattr(unwrapped, "gripper_mode", None) == "delta"
+        self._gripper_mode = getattr(unwrapped, "gripper_mode", None) or "continuous"
         self.every = float(every)
         self.between = between
         self.reset()
 
     @property
     def policy_id(self) -> str:
-        inner = getattr(self.inner, "policy_id", type(self.inner).__name__)
-        return f"{inner}/replan_every_{self.every:g}_{self.between}"
+        return f"{policy_name(self.inner)}/replan_every_{self.every:g}_{self.between}"
 
     def reset(self) -> None:
         self.inner.reset()
@@ -73,9 +75,7 @@ class ReplanEvery:
             self.compute_calls += 1
             action = self._last
         elif self.between == "hold":
-            action = np.zeros_like(self._last)
-            if not self._delta_gripper:  # an absolute gripper command is held by repeating it
-                action[-1] = self._last[-1]
+            action = hold_action(self._last, gripper_mode=self._gripper_mode)
         else:
             action = self._last
         self.steps += 1
@@ -88,5 +88,6 @@ class ReplanEvery:
     def network_evaluations(self) -> int:
         """Evaluations of the wrapped model since ``reset``: its own count when it keeps one
         (a LeRobot policy's chunks x denoising steps), else one per call made to it."""
-        inner = getattr(self.inner, "network_evaluations", None)
-        return inner if isinstance(inner, int) else self.compute_calls
+        if isinstance(self.inner, CountsNetworkEvaluations):
+            return self.inner.network_evaluations
+        return self.compute_calls

@@ -25,6 +25,7 @@ import numpy as np
 
 from simroll.certify.paired import record_success
 from simroll.certify.settings import CertifyArgumentError, CertifyError
+from simroll.policies.base import DeclaresActionSpace
 from simroll.rollout.backends import EpisodeJob
 from simroll.rollout.episode import EnvConfig
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec, derive_seed
@@ -89,7 +90,7 @@ def preflight(
             obs, _ = env.reset(seed=spec.seed, options={"variation": spec.variation})
             policy = factory(env)
             policy.reset()
-            declared = getattr(policy, "action_space", None)
+            declared = policy.action_space if isinstance(policy, DeclaresActionSpace) else None
             if declared is not None and tuple(getattr(declared, "shape", ())) != expected:
                 raise ActionSpaceError(
                     f"policy {name!r} declares action space {declared}, but {spec.task} acts in "

@@ -15,6 +15,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from simroll.features import is_camera_key
 from simroll.rollout.episode import EnvConfig
 from simroll.rollout.records import EpisodeSpec
 
@@ -67,10 +68,7 @@ def _checkpoint_env(policy: Mapping[str, Any] | None) -> tuple[dict[str, Any], P
         raise ConfigError(str(exc)) from exc
     try:
         inputs = json.loads((path / CONFIG_FILE).read_text()).get("input_features") or {}
-        reads_cameras = any(
-            key.startswith("observation.images.") and key != "observation.images.tactile"
-            for key in inputs
-        )
+        reads_cameras = any(is_camera_key(key) for key in inputs)
     except (OSError, ValueError, AttributeError):
         reads_cameras = True  # a bad config.json is reported when the policy loads
     return record, path / ENV_RECORD, reads_cameras

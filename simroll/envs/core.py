@@ -4,7 +4,8 @@
 rigid twin) and steps it at 20 Hz with 25 physics substeps of 2 ms. Subclasses (one task per file in
 ``simroll.envs.soft``) only randomise their task and say what success is (``evaluate``).
 
-Action (``Box(-1, 1, (5,))``): Cartesian delta of the hand target ``[dx, dy, dz, dyaw]`` scaled by
+Action (``Box(-1, 1, (5,))``; the layout and names of actions and observations are in
+:mod:`simroll.features`): Cartesian delta of the hand target ``[dx, dy, dz, dyaw]`` scaled by
 ``MAX_STEP`` (1.2 cm and 0.15 rad per control step), then the gripper command. With
 ``gripper_mode="continuous"`` it maps linearly from fully open (-1) to fully closed (+1); with
 ``"binary"`` any value > 0 closes fully and <= 0 opens; with ``"delta"`` it moves the jaw's
@@ -25,7 +26,10 @@ text; ``with_task_description=False`` leaves it out, so every entry is a ``Box``
 
 Evaluator-only state is in ``info["eval"]``, never in the observation: the normalized deformation
 of this step and its running peak (``simroll.envs.deformation``), the object's calibrated
-tolerance, the net contact force on each finger. ``info["is_success"]`` follows Gymnasium.
+tolerance, the net contact force on each finger, and everything the task's ``evaluate()`` measures
+(as ManiSkill's ``get_info`` passes ``evaluate()`` on): its ``success`` (before the hold
+requirement) as ``task_success_now`` and every other key under its own name (``lift_height``,
+``distance_to_goal``, ``finger_force``). ``info["is_success"]`` follows Gymnasium.
 A simulation that produces NaN/inf state or MuJoCo instability warnings ends the episode with
 ``info["termination_reason"] = "diverged"`` instead of raising.
 
@@ -51,20 +55,28 @@ from gymnasium import spaces
 from simroll.assets import get_object
 from simroll.envs.deformation import RestShape
 from simroll.envs.scene import FINGER_TRAVEL, OPEN_HALF_WIDTH, compile_model, scene_ids
-from simroll.envs.sensing import CameraRig, TactileSensor
+from simroll.envs.sensing import MARKER_GRID, CameraRig, TactileSensor
 from simroll.envs.variations import PhysicsSnapshot, Variation, resolve_variation
+from simroll.features import (
+    ACTION_DIM,
+    CAMERAS,
+    ENVIRONMENT_STATE_NAMES,
+    FINGERS,
+    GRIPPER,
+    GRIPPER_MODES,
+    HAND,
+    OBS_MODES,
+    STATE_NAMES,
+    TAXEL_GRID,
+)
 
 CONTROL_HZ = 20
 SUBSTEPS = 25  # 2 ms physics steps per 50 ms control step
 MAX_STEP = np.array([0.012, 0.012, 0.012, 0.15])
 HOLD_STEPS = 8  # success must hold this many consecutive control steps
-# agent_pos: hand pose (4), its velocity (4), jaw opening and velocity, grip force per finger
-AGENT_POS_DIM = 12
-# environment_state: object centre (3) and yaw, goal (3), object offset from the hand (x, y, z, yaw)
-ENV_STATE_DIM = 11
+AGENT_POS_DIM = len(STATE_NAMES)  # hand pose, its velocity, the jaw, each finger's grip force
+ENV_STATE_DIM = len(ENVIRONMENT_STATE_NAMES)  # object pose, goal, object offset from the hand
 SETTLE_STEPS = 150  # physics steps after placing the object, before the episode starts
-OBS_MODES = ("full", "state")
-GRIPPER_MODES = ("continuous", "binary", "delta")
 GRIPPER_STEP = 0.005  # metres of finger travel per control step at |gripper| = 1 ("delta")
 TEXT_CHARSET = string.ascii_letters + string.digits + " ,.'-_"
 UNSTABLE_WARNINGS = (
@@ -122,7 +134,7 @@ class SoftTaskEnv(gym.Env):
         variation: str | Variation | dict | None = None,
         render_mode: str | None = None,
         render_size: tuple[int, int] = (240, 320),
-        tactile_shape: tuple[int, int] = (16, 12),
+        tactile_shape: tuple[int, int] = TAXEL_GRID,
         tolerance: float | None = None,
         with_task_description: bool = True,
     ):
@@ -158,13 +170,14 @@ class SoftTaskEnv(gym.Env):
         self.variation = self.default_variation
         self._load_model(self.variation.young_scale)
 
-        self.action_space = spaces.Box(-1.0, 1.0, shape=(5,), dtype=np.float32)
+        self.action_space = spaces.Box(-1.0, 1.0, shape=(ACTION_DIM,), dtype=np.float32)
         rows, cols = tactile_shape
+        markers = MARKER_GRID[0] * MARKER_GRID[1]
         obs = {
             "tactile": spaces.Dict(
                 {
-                    "force": spaces.Box(0.0, np.inf, (2, rows, cols), np.float32),
-                    "markers": spaces.Box(-np.inf, np.inf, (2, 99, 2), np.float32),
+                    "force": spaces.Box(0.0, np.inf, (FINGERS, rows, cols), np.float32),
+                    "markers": spaces.Box(-np.inf, np.inf, (FINGERS, markers, 2), np.float32),
                 }
             ),
             "agent_pos": spaces.Box(-np.inf, np.inf, (AGENT_POS_DIM,), np.float32),
@@ -174,10 +187,7 @@ class SoftTaskEnv(gym.Env):
         if obs_mode == "full":
             size = (image_size, image_size, 3)
             obs["pixels"] = spaces.Dict(
-                {
-                    "scene": spaces.Box(0, 255, size, np.uint8),
-                    "wrist": spaces.Box(0, 255, size, np.uint8),
-                }
+                {camera: spaces.Box(0, 255, size, np.uint8) for camera in CAMERAS}
             )
         else:
             obs["environment_state"] = spaces.Box(-np.inf, np.inf, (ENV_STATE_DIM,), np.float32)
@@ -325,7 +335,9 @@ class SoftTaskEnv(gym.Env):
         """Task-specific randomisation (goal positions); called after the object is placed."""
 
     def evaluate(self) -> dict[str, Any]:
-        """Task success of the current state (before the hold requirement): subclasses override."""
+        """Task success of the current state (``"success"``, before the hold requirement) and the
+        task's measurements behind it (e.g. ``"lift_height"``), all of which reach
+        ``info["eval"]``: subclasses override."""
         raise NotImplementedError
 
     def goal_position(self) -> np.ndarray:
@@ -333,8 +345,8 @@ class SoftTaskEnv(gym.Env):
 
     def _check_action(self, action) -> np.ndarray:
         array = np.asarray(action, dtype=np.float64)
-        if array.shape != (5,):
-            raise InvalidActionError(f"action must have shape (5,), got {array.shape}")
+        if array.shape != (ACTION_DIM,):
+            raise InvalidActionError(f"action must have shape ({ACTION_DIM},), got {array.shape}")
         if not np.all(np.isfinite(array)):
             raise InvalidActionError(f"action must be finite, got {array.tolist()}")
         if np.any(np.abs(array) > 1.0 + 1e-6):
@@ -352,15 +364,15 @@ class SoftTaskEnv(gym.Env):
         action = self._check_action(action)
         low = self.model.actuator_ctrlrange[:4, 0]
         high = self.model.actuator_ctrlrange[:4, 1]
-        self._target = np.clip(self._target + action[:4] * MAX_STEP, low, high)
+        self._target = np.clip(self._target + action[HAND] * MAX_STEP, low, high)
         if self.gripper_mode == "binary":
-            self._gripper_target = (1.0 if action[4] > 0 else 0.0) * FINGER_TRAVEL
+            self._gripper_target = (1.0 if action[GRIPPER] > 0 else 0.0) * FINGER_TRAVEL
         elif self.gripper_mode == "delta":
             self._gripper_target = float(
-                np.clip(self._gripper_target + action[4] * GRIPPER_STEP, 0.0, FINGER_TRAVEL)
+                np.clip(self._gripper_target + action[GRIPPER] * GRIPPER_STEP, 0.0, FINGER_TRAVEL)
             )
         else:
-            self._gripper_target = (action[4] + 1.0) / 2.0 * FINGER_TRAVEL
+            self._gripper_target = (action[GRIPPER] + 1.0) / 2.0 * FINGER_TRAVEL
         self._apply_controls()
         reason = None
         try:
@@ -409,20 +421,28 @@ class SoftTaskEnv(gym.Env):
     def _info(self, evaluation: dict[str, Any], termination_reason: str | None) -> dict[str, Any]:
         success = self._hold >= HOLD_STEPS
         reading = self._tactile_reading if not self._diverged else None
+        measured = {
+            "deformation": float(getattr(self, "_deformation", 0.0)),
+            "peak_deformation": float(self._peak_deformation),
+            "tolerance": float(self.tolerance),
+            "contact_force": (
+                reading.net_force.copy() if reading is not None else np.zeros((2, 3))
+            ),
+            "object_center": self.object_center(),
+            "task_success_now": bool(evaluation.get("success", False)),
+            "hold_steps": int(self._hold),
+        }
+        extras = {key: value for key, value in evaluation.items() if key != "success"}
+        clash = sorted(extras.keys() & measured.keys())
+        if clash:
+            raise RuntimeError(
+                f"{type(self).__name__}.evaluate() returns {clash}, which info['eval'] already "
+                "holds; give the task's measurements their own names"
+            )
         return {
             "is_success": bool(success),
             "termination_reason": termination_reason,
-            "eval": {
-                "deformation": float(getattr(self, "_deformation", 0.0)),
-                "peak_deformation": float(self._peak_deformation),
-                "tolerance": float(self.tolerance),
-                "contact_force": (
-                    reading.net_force.copy() if reading is not None else np.zeros((2, 3))
-                ),
-                "object_center": self.object_center(),
-                "task_success_now": bool(evaluation.get("success", False)),
-                "hold_steps": int(self._hold),
-            },
+            "eval": {**measured, **extras},
         }
 
     def _observation(self) -> dict[str, Any]:
@@ -446,9 +466,7 @@ class SoftTaskEnv(gym.Env):
         if self.obs_mode == "full":
             if self._cameras is None:
                 _check_can_render()
-                self._cameras = CameraRig(
-                    self.model, ("scene", "wrist"), self.image_size, self.image_size
-                )
+                self._cameras = CameraRig(self.model, CAMERAS, self.image_size, self.image_size)
             obs["pixels"] = self._cameras.render(data)
         else:
             center, yaw = self.object_center(), self.object_yaw()

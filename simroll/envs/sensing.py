@@ -138,23 +138,6 @@ class TactileSensor:
         return forces
 
 
-def tactile_to_rgb(
-    reading_force: np.ndarray, scale_newton: float = 0.15, size: int = 64
-) -> np.ndarray:
-    """Both fingers' pressure maps side by side as a uint8 RGB image (dark = no contact, bright
-    orange = ``scale_newton`` per taxel or more), for videos and datasets."""
-    low, high = np.array([25.0, 25.0, 35.0]), np.array([255.0, 170.0, 40.0])
-    panels = []
-    for finger in range(reading_force.shape[0]):
-        pressure = np.clip(reading_force[finger] / scale_newton, 0.0, 1.0)
-        rows, cols = pressure.shape
-        reps = max(1, size // rows)
-        big = np.kron(pressure, np.ones((reps, reps)))[..., None]
-        panels.append((low + (high - low) * np.sqrt(big)).astype(np.uint8))
-        panels.append(np.full((big.shape[0], 2, 3), 255, dtype=np.uint8))
-    return np.concatenate(panels[:-1], axis=1)
-
-
 class CameraRig:
     """Renders named cameras at one image size; the GL context is created on first use."""
 

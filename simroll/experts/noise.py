@@ -16,6 +16,9 @@ import copy
 
 import numpy as np
 
+from simroll.features import ACTION_DIM, GRIPPER, HAND
+from simroll.policies.base import policy_name
+
 
 class ActionNoise:
     """Execute ``policy``'s action plus N(0, std^2) noise; label the step with the clean action."""
@@ -25,14 +28,14 @@ class ActionNoise:
             if not (isinstance(value, int | float) and 0.0 <= value <= 2.0):
                 raise ValueError(f"{name} must be a number in [0, 2], got {value!r}")
         self.policy, self.env = policy, env.unwrapped
-        self.std = np.array([arm_std] * 4 + [gripper_std], dtype=np.float64)
+        self.std = np.zeros(ACTION_DIM, dtype=np.float64)
+        self.std[HAND], self.std[GRIPPER] = arm_std, gripper_std
         self.action_label: np.ndarray | None = None
         self.rng = np.random.default_rng(0)
 
     @property
     def policy_id(self) -> str:
-        inner = getattr(self.policy, "policy_id", type(self.policy).__name__)
-        return f"{inner}+noise{self.std[0]:g}/{self.std[4]:g}"
+        return f"{policy_name(self.policy)}+noise{self.std[0]:g}/{self.std[GRIPPER]:g}"
 
     def reset(self) -> None:
         self.policy.reset()

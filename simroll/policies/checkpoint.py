@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from simroll.features import GRIPPER_MODES, OBS_MODES
+
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 PROCESSOR_FILES = ("policy_preprocessor.json", "policy_postprocessor.json")
@@ -298,8 +300,6 @@ def _check_processor(path: Path, filename: str, config: dict[str, Any]) -> None:
 
 
 def _env_record_values() -> dict[str, tuple[type, tuple | None]]:
-    from simroll.envs.core import GRIPPER_MODES, OBS_MODES
-
     return {
         "gripper_mode": (str, GRIPPER_MODES),
         "obs_mode": (str, OBS_MODES),

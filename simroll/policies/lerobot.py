@@ -7,19 +7,34 @@ type and processor steps only, so a checkpoint cannot name code to run), checks 
 feed every input feature the policy was trained on, with the shapes it was trained on, and that
 the action is 5-D, and returns a :class:`LeRobotPolicy` that converts simroll observations
 into a LeRobot batch with the dataset recorder's own mapping
-(:func:`simroll.rollout.dataset.observation_frame`), so training and evaluation see identical
-features.
+(:func:`simroll.features.observation_frame`), so training and evaluation see identical features.
+
+:class:`LeRobotPolicy` uses the wrapped policy's public verbs only: for the policy types whose
+``select_action`` re-plans from a queue (ACT, diffusion, SimVLA) it keeps that queue itself,
+calling ``predict_action_chunk`` when it runs dry, and it counts network evaluations with a
+forward hook on the module each evaluation runs once.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from simroll.features import (
+    ACTION_DIM,
+    ENVIRONMENT_STATE_KEY,
+    IMAGE_PREFIX,
+    TACTILE_IMAGE_KEY,
+    TACTILE_KEY,
+    dataset_features,
+    is_camera_key,
+    observation_frame,
+)
 from simroll.policies.checkpoint import (
     ENV_RECORD,
     PolicyLoadError,
@@ -28,11 +43,10 @@ from simroll.policies.checkpoint import (
     register_policy_types,
     validate_checkpoint,
 )
-from simroll.rollout.dataset import observation_frame
 
-ACTION_DIM = 5
 __all__ = [
     "ENV_RECORD",
+    "EVALUATED_MODULE",
     "LeRobotPolicy",
     "PolicyLoadError",
     "UntrustedCheckpointError",
@@ -44,113 +58,133 @@ __all__ = [
     "resolve_checkpoint",
 ]
 
+# The module that one network evaluation runs exactly once, by policy type: diffusion's
+# noise-prediction UNet (once per denoising step), ACT's whole model (once per chunk), SimVLA's
+# decoder output norm (once per velocity evaluation, i.e. per flow-integration step).
+EVALUATED_MODULE: dict[str, Callable[[Any], torch.nn.Module]] = {
+    "diffusion": lambda policy: policy.diffusion.unet,
+    "act": lambda policy: policy.model,
+    "simvla": lambda policy: policy.model.decoder_norm,
+}
+
 
 class LeRobotPolicy:
-    """A LeRobot ``PreTrainedPolicy`` with its processors, speaking simroll observations."""
+    """A LeRobot ``PreTrainedPolicy`` with its processors, speaking simroll observations.
+
+    For ACT (without temporal ensembling), diffusion and SimVLA, whose ``select_action`` plans a
+    chunk with ``predict_action_chunk`` from the last ``n_obs_steps`` observations when its queue
+    is empty and then pops one of ``n_action_steps`` actions per step, this wrapper runs that loop
+    itself on its own queue of un-normalized actions. It converts and normalizes only the
+    observations a re-plan will read (in a one-off profile, not a repo benchmark, that and
+    un-normalizing each chunk once, whole, were about 0.6 of the 0.7 ms a non-planning step took
+    in closed loop), and the actions are exactly those of calling LeRobot's ``select_action``
+    and post-processor on every step (tested). The wrapped policy's own queues stay empty:
+    diffusion's ``predict_action_chunk`` then reads the observation history it is given. Other
+    policy types are called step by step through their ``select_action``.
+    """
 
     def __init__(self, policy, preprocessor, postprocessor, task: str | None = None):
         self.policy, self.preprocessor, self.postprocessor = policy, preprocessor, postprocessor
-        self.input_keys = list(policy.config.input_features)
-        tactile = policy.config.input_features.get("observation.images.tactile")
+        config = policy.config
+        self.input_keys = list(config.input_features)
+        tactile = config.input_features.get(TACTILE_IMAGE_KEY)
         self.tactile_image_size = int(tactile.shape[1]) if tactile is not None else None
         self.task = task
         self.policy.eval()
-        self.chunk_predictions = 0  # model calls since reset (each predicts one action chunk)
-        self._actions: deque[torch.Tensor] = deque()  # the current chunk, un-normalized
-        predict = policy.predict_action_chunk
+        self.owns_queue = config.type in ("diffusion", "simvla") or (
+            config.type == "act" and config.temporal_ensemble_coeff is None
+        )
+        # diffusion-style models read a stacked observation history (LeRobot's training batches
+        # carry one exactly when observation_delta_indices is set); ACT and SimVLA read one step
+        self._stacks_history = config.observation_delta_indices is not None
+        self._history: deque[dict[str, Any]] = deque(maxlen=max(1, int(config.n_obs_steps)))
+        self._actions: deque[np.ndarray] = deque()  # the current chunk, un-normalized
+        self._chunk_steps = int(config.n_action_steps)
+        self._evaluations = 0  # since reset
+        evaluated = EVALUATED_MODULE.get(config.type)
+        self._hook = None
+        if evaluated is not None:
+            self._hook = evaluated(policy).register_forward_hook(self._count_evaluation)
 
-        def counted_predict(*args, **kwargs):
-            self.chunk_predictions += 1
-            return predict(*args, **kwargs)
-
-        # LeRobot policies call self.predict_action_chunk from select_action when their action
-        # queue runs dry; an instance attribute shadows the method, so every chunk is counted.
-        policy.predict_action_chunk = counted_predict
+    def _count_evaluation(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        self._evaluations += 1
 
     @property
     def network_evaluations(self) -> int:
-        """Forward passes of the network since ``reset``: one per predicted chunk, times the
-        denoising (diffusion) or flow-integration (SimVLA) steps each chunk takes. This is the
-        deterministic compute proxy the episode engine records (``extra["network_evaluations"]``).
-        """
-        config = self.policy.config
-        steps = getattr(config, "num_flow_steps", None) or getattr(
-            config, "num_inference_steps", None
-        )
-        if steps is None and hasattr(config, "num_train_timesteps"):
-            steps = config.num_train_timesteps  # diffusion without an inference-step override
-        return self.chunk_predictions * int(steps or 1)
+        """Forward passes of the network since ``reset``, as counted by a forward hook on
+        :data:`EVALUATED_MODULE` of the policy type: chunks times denoising (diffusion) or
+        flow-integration (SimVLA) steps. A policy type outside that table counts one per
+        ``select_action`` call to it. This is the deterministic compute proxy the episode engine
+        records (``extra["network_evaluations"]``)."""
+        return self._evaluations
 
     def reset(self) -> None:
         self.policy.reset()
-        self.chunk_predictions = 0
+        self._evaluations = 0
+        self._history.clear()
         self._actions.clear()
+        self._chunk_steps = int(self.policy.config.n_action_steps)
 
     def batch(self, obs: dict[str, Any]) -> dict[str, Any]:
         frame = observation_frame(obs, self.tactile_image_size)
         batch: dict[str, Any] = {}
         for key in self.input_keys:
             value = torch.from_numpy(np.asarray(frame[key]))
-            if key.startswith("observation.images."):
+            if key.startswith(IMAGE_PREFIX):
                 value = value.permute(2, 0, 1).float() / 255.0
             batch[key] = value.unsqueeze(0)
         batch["task"] = [self.task or str(obs.get("task_description", ""))]
         return batch
 
-    def _pending(self) -> deque | None:
-        """The wrapped policy's queue of normalized actions still to execute, for the policy
-        types whose ``select_action`` this wrapper knows (ACT, diffusion, SimVLA); else None."""
-        config = self.policy.config
-        if config.type == "simvla" or (
-            config.type == "act" and config.temporal_ensemble_coeff is None
-        ):
-            return getattr(self.policy, "_action_queue", None)
-        if config.type == "diffusion":
-            return getattr(self.policy, "_queues", {}).get("action")
-        return None
+    def _model_input(self, history: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """The batch ``predict_action_chunk`` reads from ``history`` (``n_obs_steps`` normalized
+        observations, oldest first): the latest, or for a model with an observation history each
+        of its tensors stacked over the history (time on dim 1)."""
+        latest = history[-1]
+        if not self._stacks_history:
+            return latest
+        return {
+            key: torch.stack([step[key] for step in history], dim=1)
+            if isinstance(value, torch.Tensor)
+            else value
+            for key, value in latest.items()
+        }
 
-    def _observation_unused(self, pending: deque | None) -> bool:
-        """Whether this step's observation can influence neither the next action nor any later
-        one: the next action is queued, and (diffusion) at least ``n_obs_steps`` actions are, so
-        the observation leaves the history queue before the next re-plan reads it. SimVLA also
-        re-plans when ``n_action_steps`` changed since the queue was made."""
-        if not pending:
-            return False
-        config = self.policy.config
-        if config.type == "diffusion":
-            return len(pending) >= config.n_obs_steps
-        return pending.maxlen == config.n_action_steps
+    def _chunk(self, batch: dict[str, Any], steps: int | None = None) -> np.ndarray:
+        """The predicted chunk's first ``steps`` actions (all when None) as (steps, action_dim),
+        un-normalized and clipped to the action space."""
+        chunk = self.postprocessor(self.policy.predict_action_chunk(batch)[:, :steps])
+        return np.clip(chunk[0].cpu().numpy().astype(np.float32), -1.0, 1.0)
 
     @torch.no_grad()
     def select_action(self, obs: dict[str, Any]) -> np.ndarray:
-        """The next action. Between re-plans the observation is not converted or normalized
-        (when :meth:`_observation_unused`), and each new chunk is un-normalized once, whole,
-        instead of action by action (in a one-off profile, not a repo benchmark, these were
-        about 0.6 of the 0.7 ms a non-planning step took in closed loop). The actions are
-        exactly those of calling LeRobot's ``select_action`` and post-processor on every step
-        (tested)."""
-        pending = self._pending()
-        if self._observation_unused(pending):
-            pending.popleft()  # the normalized copy of the action taken from self._actions
-            action = self._actions.popleft()
-        else:
-            planned = self.chunk_predictions
-            action = self.policy.select_action(self.preprocessor(self.batch(obs)))
-            if pending is None:  # a policy type this wrapper does not know: step by step
-                action = self.postprocessor(action)
-            elif self.chunk_predictions != planned:
-                # the queue afresh: SimVLA makes a new one when n_action_steps changed
-                chunk = self.postprocessor(torch.stack([action, *self._pending()]))
-                action, self._actions = chunk[0], deque(chunk[1:])
+        """The next action; a policy with a queue re-plans when it is empty (see the class)."""
+        if not self.owns_queue:
+            batch = self.preprocessor(self.batch(obs))
+            action = self.postprocessor(self.policy.select_action(batch))
+            if self._hook is None:
+                self._evaluations += 1
+            return np.clip(action.squeeze(0).cpu().numpy().astype(np.float32), -1.0, 1.0)
+        if self._chunk_steps != self.policy.config.n_action_steps:
+            # n_action_steps changed since the chunk was planned: re-plan now, as SimVLA does
+            self._chunk_steps = int(self.policy.config.n_action_steps)
+            self._actions.clear()
+        if len(self._actions) < self._history.maxlen:  # the next re-plan reads this observation
+            batch = self.preprocessor(self.batch(obs))
+            if not self._history:  # the first observation fills the history, as LeRobot's does
+                self._history.extend([batch] * self._history.maxlen)
             else:
-                action = self._actions.popleft()
-        return np.clip(action.squeeze(0).cpu().numpy().astype(np.float32), -1.0, 1.0)
+                self._history.append(batch)
+        if not self._actions:
+            self._actions.extend(self._chunk(self._model_input(self._history), self._chunk_steps))
+        return self._actions.popleft()
 
     @torch.no_grad()
     def predict_action_chunk(self, obs: dict[str, Any]) -> np.ndarray:
+        """The chunk the policy plans from ``obs`` alone (an observation history is filled with
+        it, as on an episode's first step); the action queue is left as it is."""
         batch = self.preprocessor(self.batch(obs))
-        chunk = self.policy.predict_action_chunk(batch)
-        return np.clip(self.postprocessor(chunk).squeeze(0).cpu().numpy(), -1.0, 1.0)
+        return self._chunk(self._model_input([batch] * self._history.maxlen))
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
@@ -165,9 +199,9 @@ def resolve_checkpoint(path: str | Path) -> Path:
 
 def _shape_hint(key: str, shape: tuple[int, ...]) -> str:
     """How to make the env give ``key`` the policy's ``shape``."""
-    if key.startswith("observation.images."):
+    if key.startswith(IMAGE_PREFIX):
         return f"run it with env.image_size={shape[1]}" if shape[1] == shape[2] else "(not square)"
-    if key == "observation.tactile":
+    if key == TACTILE_KEY:
         return "the env's taxel grid differs from the training data's"
     return "the env's observation layout differs from the training data's"
 
@@ -176,8 +210,6 @@ def check_compatible(config: dict[str, Any], observation_space, path: Path) -> N
     """Raise :class:`PolicyLoadError` when the env cannot provide what the policy reads, naming
     the feature, the policy's shape and the env's (images compared as LeRobot's CHW)."""
     from gymnasium import spaces
-
-    from simroll.rollout.dataset import dataset_features
 
     if not isinstance(observation_space, spaces.Dict):
         raise PolicyLoadError(
@@ -188,19 +220,19 @@ def check_compatible(config: dict[str, Any], observation_space, path: Path) -> N
     for key, feature in config.get("input_features", {}).items():
         if key not in available:
             hint = "obs_mode or cameras differ"
-            if key == "observation.environment_state":
+            if key == ENVIRONMENT_STATE_KEY:
                 hint = "it needs env.obs_mode=state"
-            elif key.startswith("observation.images.") and key != "observation.images.tactile":
+            elif is_camera_key(key):
                 hint = "it needs env.obs_mode=full"
             raise PolicyLoadError(
                 f"policy {path} reads {key!r}, which this env does not provide ({hint}); "
                 f"the env provides {sorted(k for k in available if 'obs' in k)}"
             )
-        if key == "observation.images.tactile":
+        if key == TACTILE_IMAGE_KEY:
             continue  # LeRobotPolicy renders the pressure maps at the policy's own size
         shape = tuple(feature.get("shape") or ())
         actual = tuple(available[key]["shape"])
-        if key.startswith("observation.images."):
+        if key.startswith(IMAGE_PREFIX):
             actual = (actual[2], actual[0], actual[1])  # LeRobot stores images as CHW
         if shape and shape != actual:
             raise PolicyLoadError(

@@ -35,132 +35,27 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import cv2
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from tqdm import tqdm
 
 from simroll.envs.core import CONTROL_HZ
-from simroll.envs.sensing import tactile_to_rgb
+
+# the schema lives in simroll.features; these names stay importable from here
+from simroll.features import ACTION_NAMES as ACTION_NAMES
+from simroll.features import ENVIRONMENT_STATE_NAMES as ENVIRONMENT_STATE_NAMES
+from simroll.features import IMAGE_NAMES as IMAGE_NAMES
+from simroll.features import STATE_NAMES as STATE_NAMES
+from simroll.features import TACTILE_IMAGE_SIZE as TACTILE_IMAGE_SIZE
+from simroll.features import dataset_features, observation_frame, tactile_image_size
+from simroll.features import tactile_image as tactile_image
 from simroll.rollout.episode import EnvConfig, EnvPool, PolicyFactory, run_episode
 from simroll.rollout.lerobot_io import create_dataset, quiet_progress
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec
 
 ROBOT_TYPE = "simroll_floating_gripper"
 EPISODES_META = Path("meta") / "simroll_episodes.jsonl"
-TACTILE_IMAGE_SIZE = 64  # side of the tactile image when there are no cameras to match
-ACTION_NAMES = ["dx", "dy", "dz", "dyaw", "gripper"]
-STATE_NAMES = [
-    "hand_x",
-    "hand_y",
-    "hand_z",
-    "hand_yaw",
-    "hand_vx",
-    "hand_vy",
-    "hand_vz",
-    "hand_vyaw",
-    "jaw_opening",
-    "jaw_velocity",
-    "grip_force_left",
-    "grip_force_right",
-]
-ENVIRONMENT_STATE_NAMES = [
-    "object_x",
-    "object_y",
-    "object_z",
-    "object_yaw",
-    "goal_x",
-    "goal_y",
-    "goal_z",
-    "object_dx",
-    "object_dy",
-    "object_dz",
-    "object_dyaw",
-]
-IMAGE_NAMES = ["height", "width", "channels"]
-
-
-def tactile_image(force: np.ndarray, size: int = TACTILE_IMAGE_SIZE) -> np.ndarray:
-    """Both fingers' pressure maps as one ``size`` x ``size`` uint8 RGB image (taxels kept as
-    sharp blocks): the ``observation.images.tactile`` of datasets and the LeRobot env plugin."""
-    image = tactile_to_rgb(np.asarray(force), size=size)
-    return cv2.resize(image, (size, size), interpolation=cv2.INTER_NEAREST)
-
-
-def tactile_image_size(observation_space: spaces.Dict) -> int:
-    """The cameras' image size when the observations have cameras, else ``TACTILE_IMAGE_SIZE``."""
-    if "pixels" in observation_space.spaces:
-        return int(next(iter(observation_space["pixels"].spaces.values())).shape[0])
-    return TACTILE_IMAGE_SIZE
-
-
-def dataset_features(
-    observation_space: spaces.Dict, *, use_videos: bool = True, with_tactile_image: bool = True
-) -> dict[str, dict[str, Any]]:
-    """LeRobot feature spec for a simroll env's observation space (plus action and evaluator)."""
-    visual = "video" if use_videos else "image"
-    features: dict[str, dict[str, Any]] = {}
-    if "pixels" in observation_space.spaces:
-        for camera, space in observation_space["pixels"].spaces.items():
-            features[f"observation.images.{camera}"] = {
-                "dtype": visual,
-                "shape": tuple(space.shape),
-                "names": IMAGE_NAMES,
-            }
-    tactile = observation_space["tactile"]
-    if with_tactile_image:
-        size = tactile_image_size(observation_space)
-        features["observation.images.tactile"] = {
-            "dtype": visual,
-            "shape": (size, size, 3),
-            "names": IMAGE_NAMES,
-        }
-    features["observation.tactile"] = {
-        "dtype": "float32",
-        "shape": (int(np.prod(tactile["force"].shape)),),
-        "names": None,
-    }
-    features["observation.tactile_markers"] = {
-        "dtype": "float32",
-        "shape": (int(np.prod(tactile["markers"].shape)),),
-        "names": None,
-    }
-    features["observation.state"] = {
-        "dtype": "float32",
-        "shape": tuple(observation_space["agent_pos"].shape),
-        "names": STATE_NAMES,
-    }
-    if "environment_state" in observation_space.spaces:
-        features["observation.environment_state"] = {
-            "dtype": "float32",
-            "shape": tuple(observation_space["environment_state"].shape),
-            "names": ENVIRONMENT_STATE_NAMES,
-        }
-    features["action"] = {"dtype": "float32", "shape": (5,), "names": ACTION_NAMES}
-    features["eval.deformation"] = {"dtype": "float32", "shape": (1,), "names": None}
-    return features
-
-
-def observation_frame(obs: Mapping[str, Any], tactile_image_size: int | None) -> dict[str, Any]:
-    """A simroll observation under LeRobot's keys (every ``observation.*`` of a frame); the
-    tactile image is added at ``tactile_image_size`` unless that is None."""
-    force = np.asarray(obs["tactile"]["force"], dtype=np.float32)
-    frame: dict[str, Any] = {}
-    for camera, image in obs.get("pixels", {}).items():
-        frame[f"observation.images.{camera}"] = np.asarray(image, dtype=np.uint8)
-    if tactile_image_size is not None:
-        frame["observation.images.tactile"] = tactile_image(force, tactile_image_size)
-    frame["observation.tactile"] = force.reshape(-1).copy()
-    frame["observation.tactile_markers"] = (
-        np.asarray(obs["tactile"]["markers"], dtype=np.float32).reshape(-1).copy()
-    )
-    frame["observation.state"] = np.asarray(obs["agent_pos"], dtype=np.float32).copy()
-    if "environment_state" in obs:
-        frame["observation.environment_state"] = np.asarray(
-            obs["environment_state"], dtype=np.float32
-        ).copy()
-    return frame
 
 
 class DatasetRecorder:

@@ -41,6 +41,7 @@ import gymnasium as gym
 import numpy as np
 
 import simroll.envs  # noqa: F401  (registers the envs)
+from simroll.features import hold_action
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec
 
 PolicyFactory = Callable[[gym.Env], Any]
@@ -136,9 +137,7 @@ def _takes_action(callback: FrameCallback) -> bool:
 
 
 def _hold_action(previous: np.ndarray | None) -> np.ndarray:
-    action = np.zeros(5, dtype=np.float32)
-    action[4] = -1.0 if previous is None else previous[4]
-    return action
+    return hold_action(previous)
 
 
 def _seed_policy_randomness(seed: int) -> None:

@@ -15,7 +15,7 @@ import av
 import cv2
 import numpy as np
 
-from simroll.envs.sensing import tactile_to_rgb
+from simroll.features import tactile_to_rgb
 from simroll.rollout.episode import EnvConfig, PolicyFactory, run_episode
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec
 

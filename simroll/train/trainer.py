@@ -36,6 +36,7 @@ import torch
 import yaml
 from tqdm import tqdm
 
+from simroll.features import ACTION_KEY, STATE_KEY
 from simroll.io import write_json_atomic, write_text_atomic
 from simroll.rollout.lerobot_io import open_dataset
 
@@ -49,7 +50,7 @@ class TrainConfig:
     dataset_root: str
     output_dir: str
     policy_type: str = "diffusion"
-    input_features: list[str] = field(default_factory=lambda: ["observation.state"])
+    input_features: list[str] = field(default_factory=lambda: [STATE_KEY])
     policy_overrides: dict[str, Any] = field(default_factory=dict)
     steps: int = 1000
     batch_size: int = 64
@@ -87,17 +88,17 @@ def _policy_config(cfg: TrainConfig, ds_meta):
             f"dataset {cfg.dataset_root} has no feature(s) {missing}; it has "
             f"{sorted(k for k in features if k.startswith('observation'))}"
         )
-    if "action" not in features:
-        raise TrainingDataError(f"dataset {cfg.dataset_root} has no 'action' feature")
+    if ACTION_KEY not in features:
+        raise TrainingDataError(f"dataset {cfg.dataset_root} has no {ACTION_KEY!r} feature")
     policy_config.input_features = {key: features[key] for key in cfg.input_features}
-    policy_config.output_features = {"action": features["action"]}
+    policy_config.output_features = {ACTION_KEY: features[ACTION_KEY]}
     return policy_config
 
 
 def _delta_timestamps(policy_config, cfg: TrainConfig, fps: int) -> dict[str, list[float]]:
     deltas: dict[str, list[float]] = {}
     if policy_config.action_delta_indices is not None:
-        deltas["action"] = [i / fps for i in policy_config.action_delta_indices]
+        deltas[ACTION_KEY] = [i / fps for i in policy_config.action_delta_indices]
     if policy_config.observation_delta_indices is not None:
         for key in cfg.input_features:
             deltas[key] = [i / fps for i in policy_config.observation_delta_indices]

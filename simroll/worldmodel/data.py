@@ -30,6 +30,7 @@ import numpy as np
 from simroll.envs.core import MAX_STEP
 from simroll.envs.variations import Variation, resolve_variation
 from simroll.experts import SoftExpert
+from simroll.features import ACTION_DIM, GRIPPER, HAND
 from simroll.io import atomic_path
 from simroll.rollout.episode import EnvConfig, EnvPool, run_episode
 from simroll.rollout.records import EpisodeSpec
@@ -45,7 +46,6 @@ STATE_LAYOUT: dict[str, int] = {
     "hand_target": 4,
     "gripper_target": 1,
 }
-ACTION_DIM = 5
 CONTACT_PHASES = ("squeeze", "lift", "carry", "lower", "release", "retreat")
 
 
@@ -145,12 +145,12 @@ class ExploringExpert:
         config = self.config
         if not self.exploring:
             action = np.asarray(self.expert.select_action(obs), dtype=np.float64)
-            action[:4] += self.rng.normal(0.0, self.noise_std, 4)
+            action[HAND] += self.rng.normal(0.0, self.noise_std, 4)
             if self.expert.phase in CONTACT_PHASES:
                 self.contact_steps += 1
             if self.explores and self.contact_steps > self.explore_delay:
                 self.exploring = True
-                self.gripper = self.gripper_goal = float(action[4])
+                self.gripper = self.gripper_goal = float(action[GRIPPER])
                 self.anchor = self.expert.env.hand_target()
             return np.clip(action, -1.0, 1.0).astype(np.float32)
         if self.segment_left <= 0:

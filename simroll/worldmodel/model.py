@@ -31,6 +31,7 @@ from safetensors.torch import load_file
 from safetensors.torch import save as safetensors_bytes
 from torch import nn
 
+from simroll.features import ACTION_DIM
 from simroll.io import write_bytes_atomic, write_json_atomic
 
 FORWARD, BACKWARD = 1.0, -1.0
@@ -40,7 +41,7 @@ DIRECTIONS = {"forward": FORWARD, "backward": BACKWARD}
 @dataclass(frozen=True)
 class WorldModelConfig:
     latent_dim: int
-    action_dim: int = 5
+    action_dim: int = ACTION_DIM
     hidden: int = 256
     blocks: int = 3
     time_embed: int = 32

@@ -22,10 +22,10 @@ import numpy as np
 import torch
 from safetensors.numpy import save as safetensors_bytes
 
+from simroll.features import ACTION_DIM
 from simroll.io import write_bytes_atomic, write_json_atomic
 from simroll.rollout.episode import EnvConfig, EnvPool
 from simroll.worldmodel.data import (
-    ACTION_DIM,
     STATE_LAYOUT,
     BehaviourConfig,
     SplitConfig,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import gymnasium as gym
 import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
@@ -241,6 +242,17 @@ def test_candidate_with_a_different_action_space_is_refused():
     spec = calibration_specs("soft", ["SoftSqueeze"], ["foam_cylinder"], ["default"], 1)[0]
     policies = {"expert": SoftExpert, "tiny": ThreeDimensionalPolicy}
     with pytest.raises(ActionSpaceError, match=r"policy 'tiny' returned an action of shape \(3,\)"):
+        preflight(spec, policies, EnvConfig())
+
+
+class DeclaresThreeDimensions(SoftExpert):
+    action_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+
+
+def test_candidate_declaring_a_different_action_space_is_refused_before_it_acts():
+    spec = calibration_specs("soft", ["SoftSqueeze"], ["foam_cylinder"], ["default"], 1)[0]
+    policies = {"expert": SoftExpert, "declared": DeclaresThreeDimensions}
+    with pytest.raises(ActionSpaceError, match=r"policy 'declared' declares action space Box"):
         preflight(spec, policies, EnvConfig())
 
 

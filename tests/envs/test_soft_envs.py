@@ -264,3 +264,41 @@ def test_hand_never_passes_through_its_control_limits(make_env):
     target = env.unwrapped.hand_target()
     assert np.all(target <= model.actuator_ctrlrange[:4, 1])
     assert np.all(target >= model.actuator_ctrlrange[:4, 0])
+
+
+# ------------------------------------------------------------------------- task measurements
+TASK_MEASUREMENTS = {
+    "SoftLift": "lift_height",
+    "SoftPlace": "distance_to_goal",
+    "SoftSqueeze": "finger_force",
+}
+
+
+@pytest.mark.parametrize("task", sorted(TASK_MEASUREMENTS))
+def test_info_carries_everything_the_tasks_evaluate_measures(make_env, task):
+    env = make_env(task)
+    _, info = env.reset(seed=3)
+    infos = [info]
+    for _ in range(3):
+        infos.append(env.step(np.zeros(5, dtype=np.float32))[-1])
+    evaluation = env.unwrapped.evaluate()  # of the state the last info describes
+    assert TASK_MEASUREMENTS[task] in evaluation
+    assert all(TASK_MEASUREMENTS[task] in step["eval"] for step in infos)
+    last = infos[-1]["eval"]
+    assert last["task_success_now"] == evaluation["success"]
+    for key, value in evaluation.items():
+        if key != "success":
+            np.testing.assert_array_equal(last[key], value, err_msg=key)
+
+
+def test_a_task_measurement_named_like_an_info_entry_is_refused():
+    class Clashing(SoftLiftEnv):
+        def evaluate(self):
+            return {"success": False, "tolerance": 1.0}
+
+    env = Clashing(obs_mode="state")
+    try:
+        with pytest.raises(RuntimeError, match=r"Clashing.evaluate\(\) returns \['tolerance'\]"):
+            env.reset(seed=0)
+    finally:
+        env.close()

@@ -7,15 +7,17 @@ unless the command line sets them, and a contradicting command-line value is ref
 file.
 
 ``LeRobotPolicy`` skips work between re-plans without changing an action. For each shipped
-checkpoint (diffusion with a two-step observation history, ACT and SimVLA with
-one), the wrapper and a second copy of the same weights driven the plain LeRobot way (convert and
-normalize every observation, ``select_action``, un-normalize every action) see the same
-observations and the same sampling noise. Their actions must be identical, and the wrapper must
-have skipped the observation on most steps.
+checkpoint (diffusion with a two-step observation history, ACT and SimVLA with one), the wrapper
+and a second copy of the same weights driven the plain LeRobot way (convert and normalize every
+observation, ``select_action``, un-normalize every action) see the same observations and the same
+sampling noise. Their actions must be identical, the wrapper must have skipped the observation on
+most steps, and its forward-hook count of network evaluations must be chunks x denoising (flow)
+steps.
 """
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -81,9 +83,23 @@ def test_skipping_queued_steps_gives_the_same_actions(case):
             torch.manual_seed(step)
             np.testing.assert_array_equal(action, plain_action(obs), err_msg=f"step {step}")
             obs, *_ = env.step(action)
-        chunk = fast.policy.config.n_action_steps
+        chunk_steps = fast.policy.config.n_action_steps
         history = getattr(fast.policy.config, "n_obs_steps", 1)
-        assert converted <= steps * min(history, chunk) / chunk + history, converted
+        assert converted <= steps * min(history, chunk_steps) / chunk_steps + history, converted
+        # the forward hook counts what the network ran: chunks x denoising or flow steps, the
+        # same for the plain LeRobot loop (its module carries the other wrapper's hook)
+        config = fast.policy.config
+        if config.type == "diffusion":
+            per_chunk = config.num_inference_steps or config.num_train_timesteps
+        else:
+            per_chunk = config.num_flow_steps if config.type == "simvla" else 1
+        expected = math.ceil(steps / chunk_steps) * per_chunk
+        assert fast.network_evaluations == plain.network_evaluations == expected
+        fast.reset()
+        assert fast.network_evaluations == 0
+        chunk = fast.predict_action_chunk(obs)  # diffusion: its history filled with obs
+        assert chunk.shape[0] >= chunk_steps and chunk.shape[1:] == (5,)
+        assert fast.network_evaluations == per_chunk
     finally:
         env.close()
 

@@ -12,8 +12,8 @@ import torch
 
 import simroll.envs  # noqa: F401
 from simroll.envs.core import AGENT_POS_DIM
+from simroll.features import dataset_features, observation_frame
 from simroll.policies.lerobot import PolicyLoadError, load_policy
-from simroll.rollout.dataset import dataset_features, observation_frame
 from simroll.train.trainer import TrainConfig, train
 
 IMAGE_SIZE = 32

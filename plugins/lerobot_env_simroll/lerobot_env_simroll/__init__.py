@@ -26,15 +26,29 @@ from dataclasses import dataclass, field
 
 from lerobot.configs import FeatureType, PolicyFeature
 from lerobot.envs.configs import EnvConfig
-from lerobot.utils.constants import ACTION, OBS_ENV_STATE, OBS_IMAGES, OBS_STATE, OBS_STR
 
 from lerobot_env_simroll.env import ID_PREFIX, register_envs
 from simroll.envs.core import CONTROL_HZ
-from simroll.rollout.dataset import TACTILE_IMAGE_SIZE
+from simroll.envs.sensing import MARKER_GRID
+from simroll.features import (
+    ACTION_DIM,
+    ACTION_KEY,
+    CAMERAS,
+    ENVIRONMENT_STATE_KEY,
+    ENVIRONMENT_STATE_NAMES,
+    FINGERS,
+    STATE_KEY,
+    STATE_NAMES,
+    TACTILE_IMAGE_SIZE,
+    TACTILE_KEY,
+    TACTILE_MARKERS_KEY,
+    TAXEL_GRID,
+    image_key,
+)
 
 OBS_TYPES = {"pixels_agent_pos": "full", "environment_state_agent_pos": "state"}
-TACTILE_SHAPE = (2, 16, 12)  # simroll's default taxel grid per finger
-MARKERS = 99  # gel markers per finger
+TACTILE_SHAPE = (FINGERS, *TAXEL_GRID)  # simroll's default taxel grid, both fingers
+MARKERS = MARKER_GRID[0] * MARKER_GRID[1]  # gel markers per finger
 
 register_envs()
 
@@ -60,20 +74,18 @@ class SimrollEnv(EnvConfig):
     render_width: int = 320
     features: dict[str, PolicyFeature] = field(
         default_factory=lambda: {
-            ACTION: PolicyFeature(type=FeatureType.ACTION, shape=(5,)),
-            "agent_pos": PolicyFeature(type=FeatureType.STATE, shape=(12,)),
+            ACTION_KEY: PolicyFeature(type=FeatureType.ACTION, shape=(ACTION_DIM,)),
+            "agent_pos": PolicyFeature(type=FeatureType.STATE, shape=(len(STATE_NAMES),)),
         }
     )
     features_map: dict[str, str] = field(
         default_factory=lambda: {
-            ACTION: ACTION,
-            "agent_pos": OBS_STATE,
-            "environment_state": OBS_ENV_STATE,
-            "pixels/scene": f"{OBS_IMAGES}.scene",
-            "pixels/wrist": f"{OBS_IMAGES}.wrist",
-            "pixels/tactile": f"{OBS_IMAGES}.tactile",
-            "tactile": f"{OBS_STR}.tactile",
-            "tactile_markers": f"{OBS_STR}.tactile_markers",
+            ACTION_KEY: ACTION_KEY,
+            "agent_pos": STATE_KEY,
+            "environment_state": ENVIRONMENT_STATE_KEY,
+            **{f"pixels/{name}": image_key(name) for name in (*CAMERAS, "tactile")},
+            "tactile": TACTILE_KEY,
+            "tactile_markers": TACTILE_MARKERS_KEY,
         }
     )
 
@@ -86,17 +98,19 @@ class SimrollEnv(EnvConfig):
             raise ValueError(f"env.fps must be simroll's control rate {CONTROL_HZ}, got {self.fps}")
         size = (self.image_size, self.image_size, 3)
         if self.obs_type == "pixels_agent_pos":
-            for camera in ("scene", "wrist"):
+            for camera in CAMERAS:
                 self.features[f"pixels/{camera}"] = PolicyFeature(FeatureType.VISUAL, size)
         else:
-            self.features["environment_state"] = PolicyFeature(FeatureType.ENV, (11,))
+            shape = (len(ENVIRONMENT_STATE_NAMES),)
+            self.features["environment_state"] = PolicyFeature(FeatureType.ENV, shape)
         if self.tactile_image:  # square, at the cameras' size when there are cameras
             side = self.image_size if self.obs_type == "pixels_agent_pos" else TACTILE_IMAGE_SIZE
             self.features["pixels/tactile"] = PolicyFeature(FeatureType.VISUAL, (side, side, 3))
         if self.tactile:
             size = int(TACTILE_SHAPE[0] * TACTILE_SHAPE[1] * TACTILE_SHAPE[2])
             self.features["tactile"] = PolicyFeature(FeatureType.STATE, (size,))
-            self.features["tactile_markers"] = PolicyFeature(FeatureType.STATE, (2 * MARKERS * 2,))
+            markers = (FINGERS * MARKERS * 2,)  # a displacement (2 floats) per marker
+            self.features["tactile_markers"] = PolicyFeature(FeatureType.STATE, markers)
 
     @property
     def package_name(self) -> str:

@@ -25,8 +25,8 @@ import numpy as np
 from gymnasium import spaces
 
 from simroll.envs.soft import MAX_EPISODE_STEPS, TASKS
-from simroll.rollout.dataset import tactile_image as render_tactile_image
-from simroll.rollout.dataset import tactile_image_size
+from simroll.features import tactile_image as render_tactile_image
+from simroll.features import tactile_image_size
 
 ID_PREFIX = "lerobot_env_simroll"
 

@@ -27,6 +27,6 @@ class SoftLiftEnv(SoftTaskEnv):
     instruction = "pick up the {object} and lift it gently"
 
     def evaluate(self) -> dict[str, Any]:
-        lifted = self.object_center()[2] - self.rest_center[2]
+        lifted = float(self.object_center()[2] - self.rest_center[2])
         both_pads = bool((self._tactile_reading.normal_force > 0.05).all())
         return {"success": bool(lifted >= LIFT_HEIGHT and both_pads), "lift_height": lifted}

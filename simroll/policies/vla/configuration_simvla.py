@@ -20,6 +20,8 @@ from lerobot.optim import AdamWConfig
 from lerobot.optim.schedulers import CosineDecayWithWarmupSchedulerConfig
 from lerobot.utils.constants import OBS_STATE
 
+from simroll.features import FINGERS, TACTILE_KEY, TAXEL_GRID
+
 logger = logging.getLogger(__name__)
 
 # The instruction vocabulary: every word of simroll's task templates and object names, plus common
@@ -74,8 +76,8 @@ class SimVLAConfig(PreTrainedConfig):
     keep_visual_tokens: int | None = None  # per camera; None keeps all (acceleration knob)
 
     # Touch.
-    tactile_feature: str = "observation.tactile"
-    tactile_shape: tuple[int, int, int] = (2, 16, 12)  # fingers, rows, columns
+    tactile_feature: str = TACTILE_KEY
+    tactile_shape: tuple[int, int, int] = (FINGERS, *TAXEL_GRID)  # fingers, rows, columns
     tactile_tokens: str = "finger"  # "finger": one token per finger; "row": one per taxel row
     tactile_force_scale: float = 0.01
 

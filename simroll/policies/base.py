@@ -1,0 +1,66 @@
+"""The policy contract: what the episode engine, dataset recording and certification may ask of a
+policy, as ``typing.Protocol`` classes.
+
+Every policy is a :class:`Policy`: ``reset()`` at the start of an episode and
+``select_action(obs)`` once per control step, returning a float32 action of
+:data:`simroll.features.ACTION_DIM` (LeRobot's verbs; learned policies keep their own action-chunk
+queue behind them). The optional abilities below are runtime-checkable, so a consumer asks
+``isinstance(policy, CountsNetworkEvaluations)`` instead of probing attributes: a policy that
+counts its network evaluations (the deterministic compute cost records and certificates use), one
+that names itself for records, one that declares its action space, and one that labels each step
+with an action other than the one it executes (noise-injected demonstrations store the clean
+action). Structural typing means a policy needs no base class: having the members is enough.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """What the episode engine calls: ``reset()`` per episode, ``select_action(obs)`` per step."""
+
+    def reset(self) -> None: ...
+
+    def select_action(self, obs: Any) -> np.ndarray: ...
+
+
+@runtime_checkable
+class CountsNetworkEvaluations(Protocol):
+    """A policy that counts the forward passes of its network since ``reset`` (chunks times
+    denoising or flow steps), recorded as ``extra["network_evaluations"]``."""
+
+    @property
+    def network_evaluations(self) -> int: ...
+
+
+@runtime_checkable
+class NamesItself(Protocol):
+    """A policy with its own id for records and wrappers' names (``policy_id``)."""
+
+    @property
+    def policy_id(self) -> str: ...
+
+
+@runtime_checkable
+class LabelsActions(Protocol):
+    """A policy whose step is stored in a dataset with ``action_label`` (set by each
+    ``select_action``; None before the first) instead of the action it returned."""
+
+    action_label: np.ndarray | None
+
+
+@runtime_checkable
+class DeclaresActionSpace(Protocol):
+    """A policy that declares the action space it acts in (a Gymnasium space), checked against the
+    env's before certification runs it."""
+
+    action_space: Any
+
+
+def policy_name(policy: object) -> str:
+    """``policy.policy_id`` when the policy names itself, else its class name."""
+    return policy.policy_id if isinstance(policy, NamesItself) else type(policy).__name__
