@@ -45,7 +45,8 @@ from simroll.rollout.episode import (
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec
 
 # Builds the observer of one episode inside the worker that runs it, or None to leave the
-# episode unobserved; must pickle (a frozen dataclass of paths and settings).
+# episode unobserved; must pickle (a frozen dataclass of paths and settings). A factory may name
+# modules its observers need in ``worker_modules``, imported once for all vector workers.
 ObserverFactory = Callable[[EpisodeSpec], EpisodeObserver | None]
 
 BACKENDS = ("local", "vector", "ray")
@@ -223,8 +224,11 @@ def run_vector(
     context = multiprocessing.get_context(start_method)
     if start_method == "forkserver":
         # The server imports the engine once; each worker (and each replacement of a dead one)
-        # is forked from it with MuJoCo and the envs already imported. No effect once running.
-        context.set_forkserver_preload([__name__])
+        # is forked from it with MuJoCo and the envs already imported, and with the modules the
+        # job's observers name in ``worker_modules`` (LeRobot's dataset stack for dataset
+        # shards: seconds per worker otherwise). No effect once the server runs.
+        observer_modules = [m for f in job.observers for m in getattr(f, "worker_modules", ())]
+        context.set_forkserver_preload([__name__, *observer_modules])
     attempts = attempts or {}
     queue = deque(specs)
     pool = [_VectorWorker(context, job) for _ in range(min(workers, len(specs)))]

@@ -46,7 +46,7 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import cv2
 import gymnasium as gym
@@ -381,6 +381,8 @@ class DatasetShards:
     repo_id: str = "simroll/episodes"
     use_videos: bool = True
     with_tactile_image: bool | None = None
+    # imported once for all vector workers (forkserver preload) instead of once in each
+    worker_modules: ClassVar[tuple[str, ...]] = ("lerobot.datasets.lerobot_dataset",)
 
     def path(self, spec: EpisodeSpec) -> Path:
         return Path(self.root) / shard_name(spec)
