@@ -29,6 +29,7 @@ import dataclasses
 import io
 import json
 import math
+import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from simroll.assets import list_objects
+from simroll.envs.core import GRIPPER_MODES, OBS_MODES
 from simroll.envs.soft import TASKS
 from simroll.envs.variations import VARIATIONS
 from simroll.policies.resolve import ResolvedPolicy, resolve_policy
@@ -71,6 +73,9 @@ CONFIG_KEYS = {
     "workers": "backend.workers",
     "videos": "video.episodes",
     "video_size": "video.size",
+    "obs_mode": "env.obs_mode",
+    "gripper_mode": "env.gripper_mode",
+    "image_size": "env.image_size",
 }
 
 
@@ -219,6 +224,20 @@ def check_settings(
         )
 
 
+def check_env(env: EnvConfig, names: Mapping[str, str] = ARGUMENT_NAMES) -> None:
+    """Refuse an env config whose observation mode, gripper mode or image size no env takes."""
+
+    def name(key: str) -> str:
+        return names.get(key, key)
+
+    check_choice(name("obs_mode"), [env.obs_mode], OBS_MODES)
+    check_choice(name("gripper_mode"), [env.gripper_mode], GRIPPER_MODES)
+    if not (_is_int(env.image_size, 16) and env.image_size <= 1024):
+        raise ConfigError(
+            f"{name('image_size')} must be an integer in [16, 1024], got {env.image_size!r}"
+        )
+
+
 def env_defaults() -> dict[str, Any]:
     """The default env settings: configs/env/soft_suite.yaml (what ``simroll eval`` runs)."""
     from omegaconf import OmegaConf
@@ -307,6 +326,7 @@ def evaluate(
         )
     if not isinstance(env, EnvConfig):
         raise ConfigError(f"env must be a simroll EnvConfig, got {type(env).__name__}")
+    check_env(env)
     run_dir = Path(output_dir or f"runs/eval/{datetime.now():%Y-%m-%d_%H-%M-%S}")
     suite = defaults["suite"] if suite is None else suite
     plan = EvalPlan(
@@ -440,6 +460,7 @@ def run_evaluation(plan: EvalPlan, echo: Callable[..., None] = print) -> RunResu
         if note:
             echo(note)
         echo(f"simroll eval: {len(specs)} episodes of policy {policy.name!r} -> {run_dir}")
+        _remove_partial_outputs(run_dir)
         rerun = _unrecorded(run_dir, specs, videos if video_specs else None, shards, echo)
         records = run_specs(
             run_dir,
@@ -484,6 +505,15 @@ def _dataset_shards(run_dir: Path, policy_name: str):
     from simroll.rollout.dataset import DatasetShards
 
     return DatasetShards(run_dir / SHARDS_DIRNAME, repo_id=f"simroll/eval_{policy_name}")
+
+
+def _remove_partial_outputs(run_dir: Path) -> None:
+    """Videos and dataset shards a killed worker left half-written (this run holds the lock, so
+    no one else is writing them)."""
+    for partial in (run_dir / VIDEOS_DIRNAME).glob("*.tmp.mp4"):
+        partial.unlink()
+    for partial in (run_dir / SHARDS_DIRNAME).glob(".*.tmp"):
+        shutil.rmtree(partial, ignore_errors=True)
 
 
 def _unrecorded(

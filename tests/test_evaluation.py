@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import subprocess
 import sys
 
@@ -17,6 +18,7 @@ from simroll.evaluation import choose_video_specs, evaluate
 from simroll.rollout.dataset import episode_record, load_episode_meta
 from simroll.rollout.episode import EnvConfig
 from simroll.rollout.runner import make_specs
+from simroll.rollout.settings import CHECKPOINT_LOADER, ConfigError, apply_checkpoint_env
 from simroll.rollout.store import RecordStore
 from simroll.rollout.video import video_name, video_receipt
 from tests.cli.test_run_dir import eval_in_process
@@ -163,3 +165,32 @@ def test_library_and_cli_give_the_same_receipts_and_import_simroll_stays_light(t
     assert groups[0] == groups[1]
     manifests = [json.loads((tmp_path / d / "manifest.json").read_text()) for d in ("cli", "lib")]
     assert manifests[0]["fingerprint"] == manifests[1]["fingerprint"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"tasks": ["SoftFly"]}, "tasks: unknown value 'SoftFly'"),
+        ({"objects": ["brick"]}, "objects: unknown value 'brick'"),
+        ({"episodes": 0}, "episodes must be an integer >= 1, got 0"),
+        ({"backend": "cloud"}, "backend: unknown value 'cloud'"),
+        ({"videos": -1}, "videos must be an integer >= 0, got -1"),
+        ({"obs_mode": "pixels"}, "obs_mode: unknown value 'pixels'"),
+        ({"policy_latency_s": "fast"}, "policy_latency_s must be null, 'measured' or seconds"),
+    ],
+)
+def test_bad_arguments_are_refused_naming_them_before_any_episode(tmp_path, arguments, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        evaluate("expert", output_dir=tmp_path / "run", **arguments)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_checkpoints_env_settings_apply_unless_passed_and_a_contradiction_is_refused(tmp_path):
+    vla = {"_target_": CHECKPOINT_LOADER, "_partial_": True, "path": "policies/vla_soft"}
+    defaults = {"obs_mode": "state", "image_size": 96, "gripper_mode": "delta"}
+    settings, notes = apply_checkpoint_env(defaults, vla, explicit=set())
+    assert (settings["obs_mode"], settings["image_size"]) == ("full", 64)
+    assert "simroll_env.json" in notes[0]
+    with pytest.raises(ConfigError, match=r"image_size=96 contradicts .*simroll_env.json"):
+        evaluate("policies/vla_soft", image_size=96, output_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()

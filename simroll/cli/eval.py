@@ -30,7 +30,13 @@ from simroll.cli.rundir import (  # noqa: E402
     job_output_dir,
     one_line_errors,
 )
-from simroll.evaluation import CONFIG_KEYS, EvalPlan, check_settings, run_evaluation  # noqa: E402
+from simroll.evaluation import (  # noqa: E402
+    CONFIG_KEYS,
+    EvalPlan,
+    check_env,
+    check_settings,
+    run_evaluation,
+)
 from simroll.policies.resolve import ResolvedPolicy  # noqa: E402
 
 EXIT_EPISODE_ERRORS = 1  # some episodes ended in error (the report is still written)
@@ -60,6 +66,7 @@ def plan_from(cfg: DictConfig) -> EvalPlan:
     validate(cfg)
     run_dir = job_output_dir(cfg)
     env_config = env_config_from(cfg.env, cfg.policy)
+    check_env(env_config, names=CONFIG_KEYS)
     policy_factory, choice = policy_from(cfg)
     policy = ResolvedPolicy(
         policy_factory, str(choice), OmegaConf.to_container(cfg.policy, resolve=True)
