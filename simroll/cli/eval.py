@@ -24,7 +24,7 @@ import hydra  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from simroll.cli import schema  # noqa: E402, F401  (registers the config schemas)
-from simroll.cli.common import ConfigError, env_config_from, policy_from  # noqa: E402, F401
+from simroll.cli.common import env_config_from, policy_from  # noqa: E402
 from simroll.cli.rundir import (  # noqa: E402
     check_output_dir_override,
     job_output_dir,
