@@ -47,7 +47,7 @@ from simroll.envs.core import SUBSTEPS  # noqa: E402
 from simroll.envs.soft import TASKS  # noqa: E402
 from simroll.experts import SoftExpert  # noqa: E402
 from simroll.io import write_json_atomic  # noqa: E402
-from simroll.rollout.episode import run_episode  # noqa: E402
+from simroll.rollout.episode import EpisodeObserver, run_episode  # noqa: E402
 from simroll.rollout.records import EpisodeSpec  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "env.json"
@@ -91,17 +91,18 @@ def record_episode(env: gym.Env, task: str) -> Recording:
         experts.append(RecordingExpert(env))
         return experts[-1]
 
-    def on_step(env, obs, info):
-        inner = env.unwrapped
-        if "state" not in start:  # the call right after reset
+    class Controls(EpisodeObserver):
+        def on_reset(self, env, obs, info, policy):
+            inner = env.unwrapped
             state = np.empty(mujoco.mj_stateSize(inner.model, STATE_SPEC))
             mujoco.mj_getState(inner.model, inner.data, state, STATE_SPEC)
             start["state"], start["model"] = state, copy.deepcopy(inner.model)
-        else:
-            controls.append(inner.data.ctrl.copy())
+
+        def on_step(self, env, obs, info, action):
+            controls.append(env.unwrapped.data.ctrl.copy())
 
     spec = EpisodeSpec(task, OBJECT, "default", SEED)
-    record = run_episode(spec, make_expert, env=env, on_step=on_step)
+    record = run_episode(spec, make_expert, env=env, observers=[Controls()])
     if record.error is not None:
         raise RuntimeError(f"recording {task} failed: {record.error}")
     return Recording(

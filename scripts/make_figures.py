@@ -20,7 +20,7 @@ from PIL import Image  # noqa: E402
 from simroll.assets import list_objects  # noqa: E402
 from simroll.experts import SoftExpert  # noqa: E402
 from simroll.io import atomic_path  # noqa: E402
-from simroll.rollout.episode import EnvConfig, run_episode  # noqa: E402
+from simroll.rollout.episode import EnvConfig, EpisodeObserver, run_episode  # noqa: E402
 from simroll.rollout.records import EpisodeSpec, derive_seed  # noqa: E402
 from simroll.rollout.video import compose_frame  # noqa: E402
 
@@ -39,12 +39,16 @@ def task_picture(task: str) -> Path:
     spec = EpisodeSpec(task, obj, "default", derive_seed("soft", task, 0), 0)
     frames: list[np.ndarray] = []
 
-    def on_step(env, obs, info):
-        frames.append(compose_frame(env.render(), obs["tactile"]["force"], info, len(frames)))
+    class Film(EpisodeObserver):
+        def on_reset(self, env, obs, info, policy):
+            frames.append(compose_frame(env.render(), obs["tactile"]["force"], info, len(frames)))
+
+        def on_step(self, env, obs, info, action):
+            self.on_reset(env, obs, info, None)
 
     config = EnvConfig(render_mode="rgb_array", kwargs={"render_size": SIZE})
     record = run_episode(
-        spec, lambda env: SoftExpert(env, "gentle"), env_config=config, on_step=on_step
+        spec, lambda env: SoftExpert(env, "gentle"), env_config=config, observers=[Film()]
     )
     frame = frames[min(len(frames) - 1, int(fraction * len(frames)))]
     path = OUT / f"{task}.png"

@@ -5,6 +5,9 @@ Importing ``simroll`` registers the Gymnasium ids ``simroll/<Task>-v0`` (``gym.m
 env modules; ``gym.make`` imports them. Each id also has a ``vector_entry_point``
 (:func:`simroll.envs.make_vector_env`): ``gym.make_vec(id, num_envs)`` runs the envs in
 ``forkserver`` worker processes, which stay safe after this process has rendered.
+
+The library API is imported on first use, so ``import simroll`` stays light:
+``simroll.evaluate(policy, ...)`` and its ``simroll.RunResult`` (:mod:`simroll.evaluation`).
 """
 
 from __future__ import annotations
@@ -39,3 +42,28 @@ def register_envs() -> None:
 
 
 register_envs()
+
+# Public name -> the module that defines it, imported when the name is first used.
+_LAZY: dict[str, str] = {
+    "evaluate": "simroll.evaluation",
+    "RunResult": "simroll.evaluation",
+    # the subpackage itself, which is callable: simroll.certify(...) is simroll.certify.run.certify
+    "certify": "simroll.certify",
+    "Certificate": "simroll.certify.certificate",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'simroll' has no attribute {name!r}")
+    import importlib
+
+    imported = importlib.import_module(module)
+    value = imported if module == f"{__name__}.{name}" else getattr(imported, name)
+    globals()[name] = value  # later uses skip this hook
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])

@@ -38,8 +38,7 @@ from simroll.certify.sequential import EProcessTest, run_sequential
 from simroll.certify.settings import CareSettings, CertifyArgumentError
 
 # Importable without the cli package once another change moves them; Hydra-free to call.
-from simroll.cli.common import RECORDED_ENV_KEYS, ConfigError, apply_checkpoint_env
-from simroll.cli.rundir import check_path_name, hold_run_dir, kept_on_interrupt
+from simroll.cli.rundir import check_path_name
 from simroll.envs.soft import TASKS
 from simroll.envs.variations import VARIATIONS
 from simroll.policies.resolve import ResolvedPolicy, resolve_policy
@@ -48,6 +47,8 @@ from simroll.rollout.backends import BACKENDS, EpisodeJob
 from simroll.rollout.episode import EnvConfig, config_hash
 from simroll.rollout.manifest import RunManifest, outcome_fingerprint, start_run
 from simroll.rollout.records import EpisodeSpec
+from simroll.rollout.rundir import hold_run_dir, kept_on_interrupt
+from simroll.rollout.settings import RECORDED_ENV_KEYS, ConfigError, apply_checkpoint_env
 
 DESIGNS = ("sequential", "fixed")
 SUITE = "soft"  # the suite of simroll.envs.soft.TASKS (configs/env/soft_suite.yaml)
@@ -316,9 +317,14 @@ def certify(
     }
     explicit = [key for key, value in given.items() if value is not None]
     try:
-        apply_checkpoint_env(env, resolved_reference.config, explicit)
+        chosen, notes = apply_checkpoint_env(
+            {key: env[key] for key in RECORDED_ENV_KEYS}, resolved_reference.config, explicit
+        )
     except ConfigError as exc:  # a given value contradicts the checkpoint's env record
         raise CertifyArgumentError(str(exc)) from None
+    env.update(chosen)
+    for note in notes:
+        print(note)
     if output_dir is None:
         output_dir = Path("runs", "certify", f"{datetime.now():%Y-%m-%d_%H-%M-%S}")
     plan = CertificationPlan(

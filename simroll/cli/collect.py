@@ -27,8 +27,8 @@ from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from simroll.assets import list_objects  # noqa: E402
 from simroll.cli import schema  # noqa: E402, F401  (registers the config schemas)
-from simroll.cli.common import env_config_from, policy_from  # noqa: E402
-from simroll.cli.eval import CONFIG_DIR, ConfigError, _check_choice  # noqa: E402
+from simroll.cli.common import ConfigError, env_config_from, policy_from  # noqa: E402
+from simroll.cli.eval import CONFIG_DIR  # noqa: E402
 from simroll.cli.rundir import (  # noqa: E402
     LOCK_FILENAME,
     Interrupted,
@@ -39,6 +39,7 @@ from simroll.cli.rundir import (  # noqa: E402
 )
 from simroll.envs.soft import TASKS  # noqa: E402
 from simroll.envs.variations import VARIATIONS  # noqa: E402
+from simroll.evaluation import check_choice  # noqa: E402
 from simroll.io import write_text_atomic  # noqa: E402
 from simroll.rollout.episode import config_hash  # noqa: E402
 from simroll.rollout.manifest import RunManifest, outcome_fingerprint, write_manifest  # noqa: E402
@@ -52,10 +53,10 @@ STAGING_DIRNAME = ".recording"
 
 def validate(cfg: DictConfig) -> None:
     env = cfg.env
-    _check_choice("env.tasks", env.tasks, TASKS)
-    _check_choice("env.objects", env.objects, list_objects())
-    _check_choice("env.variations", env.variations, VARIATIONS)
-    _check_choice("env.obs_mode", [env.obs_mode], ("full", "state"))
+    check_choice("env.tasks", env.tasks, TASKS)
+    check_choice("env.objects", env.objects, list_objects())
+    check_choice("env.variations", env.variations, VARIATIONS)
+    check_choice("env.obs_mode", [env.obs_mode], ("full", "state"))
     if not isinstance(cfg.episodes, int) or cfg.episodes < 1:
         raise ConfigError(f"episodes must be an integer >= 1, got {cfg.episodes!r}")
     if not isinstance(env.image_size, int) or not 16 <= env.image_size <= 1024:

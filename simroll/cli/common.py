@@ -1,32 +1,20 @@
-"""Pieces the Hydra entry points share: their config error, the env config (with the env settings
-a policy checkpoint records applied), the chosen policy's factory (its keys checked against the
-factory's arguments), and a check that the policy can be built before any episode runs."""
+"""Pieces the Hydra entry points share: their config error (the library's, re-exported), the env
+config (with the env settings a policy checkpoint records applied, unless set on the command
+line), and the chosen policy's factory (its keys checked against the factory's arguments)."""
 
 from __future__ import annotations
 
 import difflib
 import inspect
-import json
-from collections.abc import Collection, Mapping, MutableMapping
-from pathlib import Path
-from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from simroll.features import is_camera_key
 from simroll.rollout.episode import EnvConfig
-from simroll.rollout.records import EpisodeSpec
+from simroll.rollout.settings import RECORDED_ENV_KEYS, ConfigError, apply_checkpoint_env
 
-
-class ConfigError(ValueError):
-    """A config value is invalid; the message names it and the valid choices."""
-
-
-CHECKPOINT_LOADER = "simroll.policies.lerobot.load_policy"
-# EnvConfig fields a checkpoint's env record (simroll_env.json) sets
-RECORDED_ENV_KEYS = ("obs_mode", "image_size", "gripper_mode")
+__all__ = ["ConfigError", "env_config_from", "policy_from"]
 
 
 def _command_line_env_keys() -> set[str]:
@@ -44,36 +32,6 @@ def _command_line_env_keys() -> set[str]:
     return keys
 
 
-def _checkpoint_env(policy: Mapping[str, Any] | None) -> tuple[dict[str, Any], Path | None, bool]:
-    """The env record of the checkpoint ``policy`` loads (empty when it loads none or the
-    checkpoint has no record), the record's path, and whether the policy reads camera images."""
-    if (
-        not isinstance(policy, Mapping)
-        or policy.get("_target_") != CHECKPOINT_LOADER
-        or "path" not in policy
-        or (isinstance(policy, DictConfig) and OmegaConf.is_missing(policy, "path"))
-        or policy.get("path") is None
-    ):
-        return {}, None, False
-    # Imported here, for checkpoints only: they load torch and LeRobot (seconds).
-    from simroll.policies.checkpoint import CONFIG_FILE, ENV_RECORD, read_env_record
-    from simroll.policies.lerobot import resolve_checkpoint
-
-    path = resolve_checkpoint(str(policy["path"]))
-    if not (path / ENV_RECORD).is_file():
-        return {}, None, False  # a missing checkpoint is reported when the policy loads
-    try:
-        record = read_env_record(path)
-    except ValueError as exc:  # PolicyLoadError: the record is malformed
-        raise ConfigError(str(exc)) from exc
-    try:
-        inputs = json.loads((path / CONFIG_FILE).read_text()).get("input_features") or {}
-        reads_cameras = any(is_camera_key(key) for key in inputs)
-    except (OSError, ValueError, AttributeError):
-        reads_cameras = True  # a bad config.json is reported when the policy loads
-    return record, path / ENV_RECORD, reads_cameras
-
-
 def env_config_from(env: DictConfig, policy: DictConfig | None) -> EnvConfig:
     """The ``EnvConfig`` of an ``env`` config group entry, with the env settings of the policy's
     checkpoint applied.
@@ -86,33 +44,24 @@ def env_config_from(env: DictConfig, policy: DictConfig | None) -> EnvConfig:
     image size only counts for a policy that reads camera images). The values used are written
     back into ``env``, so the run's recorded config says what ran.
     """
-    return apply_checkpoint_env(env, policy, _command_line_env_keys())
-
-
-def apply_checkpoint_env(
-    env: MutableMapping[str, Any], policy: Mapping[str, Any] | None, command_line: Collection[str]
-) -> EnvConfig:
-    """:func:`env_config_from` without Hydra: ``env`` is any mutable mapping of env settings
-    (written back as there), ``policy`` a policy config mapping and ``command_line`` the
-    :data:`RECORDED_ENV_KEYS` the caller set explicitly, which the record may not override."""
     settings = {key: env[key] for key in RECORDED_ENV_KEYS}
-    record, record_path, reads_cameras = _checkpoint_env(policy)
-    applied = []
+    # a missing path (``???``) loads no record here; it is reported when the policy loads
+    policy_config = (
+        OmegaConf.to_container(policy, resolve=True) if isinstance(policy, DictConfig) else None
+    )
+    chosen, notes = apply_checkpoint_env(
+        settings,
+        policy_config,
+        _command_line_env_keys(),
+        key_prefix="env.",
+        where="the command line",
+    )
     for key in RECORDED_ENV_KEYS:
-        if key not in record or record[key] == settings[key]:
-            continue
-        if key not in command_line:
-            settings[key] = env[key] = record[key]
-            applied.append(f"env.{key}={record[key]}")
-        elif key != "image_size" or reads_cameras:
-            raise ConfigError(
-                f"env.{key}={settings[key]!r} contradicts {record_path}: the policy was trained "
-                f"with {key}={record[key]!r}; drop env.{key} from the command line or set "
-                f"env.{key}={record[key]}"
-            )
-    if applied:
-        print(f"{', '.join(applied)} (from {record_path})")
-    return EnvConfig(**settings, rigid_twin=env["rigid_twin"])
+        if chosen[key] != settings[key]:
+            env[key] = chosen[key]
+    for note in notes:
+        print(note)
+    return EnvConfig(**chosen, rigid_twin=env.rigid_twin)
 
 
 def _check_policy_keys(policy: DictConfig, choice: str, group: str) -> None:
@@ -157,13 +106,3 @@ def policy_from(cfg: DictConfig, group: str = "policy") -> tuple[object, str]:
     _check_policy_keys(cfg.policy, str(choice), group)
     factory = instantiate(cfg.policy)
     return factory, str(choice)
-
-
-def check_policy_loads(policy_factory, env_config: EnvConfig, spec: EpisodeSpec) -> None:
-    """Build the policy once for ``spec``'s env, so a missing or mismatched checkpoint fails
-    before any episode runs (instead of as an error record in every episode)."""
-    env = env_config.make(spec)
-    try:
-        policy_factory(env)
-    finally:
-        env.close()

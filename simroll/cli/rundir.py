@@ -1,16 +1,13 @@
-"""Run directories on the command line: which one a Hydra job writes to, who holds it, and the
-one-line errors when it cannot be used.
+"""Run directories on the command line: which one a Hydra job writes to, and the one-line errors
+when it cannot be used. Holding a run directory and Ctrl-C's message are the library's
+(:mod:`simroll.rollout.rundir`, re-exported here for the commands).
 
 * :func:`job_output_dir`: ``output_dir`` in a single run; in a multirun (``-m``) each job's own
   directory, ``<output_dir>/<job number>`` (the ``hydra.sweep`` of every top-level config is
   ``dir: ${output_dir}``, ``subdir: ${hydra.job.num}``), so that two jobs never share a record
   store or a checkpoint, whether ``output_dir`` is the default or given on the command line.
-* :func:`hold_run_dir`: creates the directory and holds an exclusive ``flock`` on its ``.lock``
-  file for the whole run; a second run on the same directory fails at once, naming the pid.
 * :func:`check_output_dir_override`: run before Hydra starts, so that an ``output_dir=`` naming a
   file or an unwritable place is one line, not the traceback of Hydra's own ``mkdir``.
-* :func:`kept_on_interrupt` turns Ctrl-C during a run into :class:`Interrupted`, whose message
-  counts the episodes kept in the record store(s).
 * :func:`one_line_errors` maps :class:`RunDirError` and a refused resume
   (:class:`~simroll.rollout.manifest.ManifestError`) to one line and exit status 2, and Ctrl-C to
   one line (what was kept, how to resume; :class:`Interrupted`) and exit status 130.
@@ -20,7 +17,6 @@ one-line errors when it cannot be used.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import sys
@@ -32,24 +28,21 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, open_dict
 
-from simroll.cli.common import ConfigError
 from simroll.rollout.manifest import ManifestError
-from simroll.rollout.records import EpisodeSpec
-from simroll.rollout.store import RecordStore
+from simroll.rollout.rundir import (  # noqa: F401  (re-exported for the commands)
+    LOCK_FILENAME,
+    Interrupted,
+    RunDirError,
+    hold_run_dir,
+    kept_on_interrupt,
+    prepare_run_dir,
+)
+from simroll.rollout.settings import ConfigError
 
-LOCK_FILENAME = ".lock"
 EXIT_CONFIG = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 _PATH_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
 _OVERRIDE = re.compile(r"\+{0,2}output_dir=(.*)")
-
-
-class RunDirError(ValueError):
-    """``output_dir`` cannot be used: a file, not writable, or in use by another run."""
-
-
-class Interrupted(Exception):
-    """Ctrl-C during a run; the message says what was kept and how to resume."""
 
 
 def job_output_dir(cfg: DictConfig) -> Path:
@@ -64,45 +57,6 @@ def job_output_dir(cfg: DictConfig) -> Path:
     with open_dict(cfg):
         cfg.output_dir = str(path)
     return path
-
-
-def prepare_run_dir(path: str | os.PathLike[str]) -> Path:
-    """Create ``path`` as a directory, or fail with one line saying why it cannot be one."""
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise RunDirError(
-            f"output_dir {path} is a file; expected a directory (or a path that does not exist)"
-        )
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise RunDirError(f"output_dir {path} cannot be created: {exc.strerror or exc}") from None
-    return path
-
-
-@contextmanager
-def hold_run_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Create ``path`` and hold its ``.lock`` for the block; refuse a directory in use."""
-    run_dir = prepare_run_dir(path)
-    lock = run_dir / LOCK_FILENAME
-    try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise RunDirError(f"output_dir {run_dir} is not writable: {exc.strerror or exc}") from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-            raise RunDirError(
-                f"{run_dir} is in use by another simroll run (pid {holder}); wait for it to "
-                "finish or choose another output_dir"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        yield run_dir
-    finally:
-        os.close(fd)  # also releases the lock
 
 
 def check_output_dir_override(command: str, argv: Sequence[str]) -> None:
@@ -134,27 +88,6 @@ def _check_creatable(path: Path) -> None:
         raise RunDirError(f"output_dir {path} cannot be created: {existing} is a file")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise RunDirError(f"output_dir {path} is not writable ({existing} is read-only)")
-
-
-@contextmanager
-def kept_on_interrupt(
-    run_dir: Path, specs: Sequence[EpisodeSpec], stores: Sequence[Path] | None = None
-) -> Iterator[None]:
-    """Turn Ctrl-C in the block into :class:`Interrupted`, saying how many episodes were kept.
-
-    ``stores`` are the record-store folders each expected to hold ``specs`` (default: the run
-    directory itself; a certification has one per policy).
-    """
-    try:
-        yield
-    except KeyboardInterrupt:
-        folders = [run_dir] if stores is None else list(stores)
-        total = len(specs) * len(folders)
-        kept = total - sum(len(RecordStore(folder).pending(specs)) for folder in folders)
-        raise Interrupted(
-            f"interrupted: {kept} of {total} episodes kept in {run_dir}; rerun the same "
-            "command to resume"
-        ) from None
 
 
 @contextmanager

@@ -2,6 +2,8 @@
 
 Every backend takes a list of specs and yields one :class:`EpisodeRecord` per spec, built by the
 same :func:`run_episode`, so they give identical records (timings aside) for the same specs.
+The job's observer factories (videos, dataset shards) are called for each spec inside the worker
+that runs it, so what they record is the scored episode itself, written where it ran.
 Faults are charged to the episode that caused them and to no other:
 * ``vector``: ``workers`` long-lived ``forkserver`` processes (never ``fork`` after a GL context
   exists), each building its envs lazily and keeping them for its lifetime. A worker holds at
@@ -27,14 +29,25 @@ import multiprocessing
 import os
 import signal
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_for_ready
 from typing import Any
 
-from simroll.rollout.episode import EnvConfig, EnvPool, PolicyFactory, run_episode
+from simroll.rollout.episode import (
+    EnvConfig,
+    EnvPool,
+    EpisodeObserver,
+    PolicyFactory,
+    run_episode,
+)
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec
+
+# Builds the observer of one episode inside the worker that runs it, or None to leave the
+# episode unobserved; must pickle (a frozen dataclass of paths and settings). A factory may name
+# modules its observers need in ``worker_modules``, imported once for all vector workers.
+ObserverFactory = Callable[[EpisodeSpec], EpisodeObserver | None]
 
 BACKENDS = ("local", "vector", "ray")
 
@@ -48,13 +61,23 @@ _GRACEFUL_EXIT_S = 5.0
 
 @dataclass(frozen=True)
 class EpisodeJob:
-    """Everything a worker needs besides the spec (must pickle for the vector backend)."""
+    """Everything a worker needs besides the spec (must pickle for the vector and Ray backends).
+
+    ``observers`` are factories called with each spec in the worker that runs it; each returns
+    the episode's observer or None (e.g. a video only for the episodes chosen to be filmed).
+    """
 
     policy_factory: PolicyFactory
     env_config: EnvConfig
     policy_id: str
     policy_config_hash: str
     control_delay_steps: int = 0
+    observers: tuple[ObserverFactory, ...] = ()
+
+    def observers_of(self, spec: EpisodeSpec) -> list[EpisodeObserver]:
+        """The observers of ``spec``'s episode, built now (in the worker that runs it)."""
+        built = (factory(spec) for factory in self.observers)
+        return [observer for observer in built if observer is not None]
 
 
 class WorkersKeepDyingError(RuntimeError):
@@ -70,6 +93,7 @@ def _run(job: EpisodeJob, pool: EnvPool, spec: EpisodeSpec, attempt: int) -> Epi
         policy_config_hash=job.policy_config_hash,
         control_delay_steps=job.control_delay_steps,
         attempt=attempt,
+        observers=job.observers_of(spec),
     )
 
 
@@ -200,8 +224,11 @@ def run_vector(
     context = multiprocessing.get_context(start_method)
     if start_method == "forkserver":
         # The server imports the engine once; each worker (and each replacement of a dead one)
-        # is forked from it with MuJoCo and the envs already imported. No effect once running.
-        context.set_forkserver_preload([__name__])
+        # is forked from it with MuJoCo and the envs already imported, and with the modules the
+        # job's observers name in ``worker_modules`` (LeRobot's dataset stack for dataset
+        # shards: seconds per worker otherwise). No effect once the server runs.
+        observer_modules = [m for f in job.observers for m in getattr(f, "worker_modules", ())]
+        context.set_forkserver_preload([__name__, *observer_modules])
     attempts = attempts or {}
     queue = deque(specs)
     pool = [_VectorWorker(context, job) for _ in range(min(workers, len(specs)))]

@@ -1,13 +1,12 @@
 """LeRobotDataset recording: episodes run by ``run_episode`` written through LeRobot's own API.
 
 A :class:`DatasetRecorder` creates a LeRobotDataset v3.0 (``LeRobotDataset.create``) whose
-features are derived from the env's observation space, plugs into :func:`run_episode` as its
-``on_step`` callback, and turns every step into one frame (``add_frame``): the observation at step
-``t`` paired with the action applied at step ``t`` (LeRobot's convention; the final observation,
-which no action follows, is dropped). :meth:`DatasetRecorder.finish` saves the episode
-(``save_episode``) or discards it (``only_success`` and the episode failed), and
-:meth:`DatasetRecorder.finalize` closes the dataset (``finalize``); without it the parquet files
-are not valid.
+features are derived from the env's observation space, watches :func:`run_episode` as one of its
+observers, and turns every step into one frame (``add_frame``): the observation at step ``t``
+paired with the action applied at step ``t`` (LeRobot's convention; the final observation, which
+no action follows, is dropped). At the episode's end it saves the episode (``save_episode``) or
+discards it (``only_success`` and the episode failed); :meth:`DatasetRecorder.finalize` closes
+the dataset (``finalize``); without it the parquet files are not valid.
 
 Keys use LeRobot's names: ``observation.images.{scene,wrist}`` (camera images, full obs mode only),
 ``observation.images.tactile`` (both fingers' pressure maps rendered by ``tactile_to_rgb`` and
@@ -22,18 +21,32 @@ policies must not train on is kept out of ``observation.*``: ``eval.deformation`
 deformation, tolerance, termination reason and the full :class:`EpisodeRecord` JSON), appended
 atomically as each episode is saved.
 
+Runs spread over workers record through :class:`DatasetShards`, an observer factory for
+:class:`~simroll.rollout.backends.EpisodeJob`: each episode it observes becomes its own small,
+finalized dataset, a *shard* ``<shards>/<spec key>``, written in a temporary folder and renamed
+into place in the worker before the episode's record is returned (an episode in error leaves no
+shard). :func:`merge_shards` then joins the shards of a list of records, in that list's order,
+into one dataset with LeRobot's ``aggregate_datasets``, and writes the merged
+``simroll_episodes.jsonl`` with the new episode indices: the same dataset whatever backend ran
+the episodes, and a resumed run keeps the shards of the episodes it finished.
+
 Datasets are created through :mod:`simroll.rollout.lerobot_io`, which picks the video decoder and
 keeps the video encoders and the ``datasets`` library's progress bars off the console.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import io
 import json
+import logging
 import os
+import shutil
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -43,28 +56,31 @@ from tqdm import tqdm
 from simroll.envs.core import CONTROL_HZ
 
 # the schema lives in simroll.features; these names stay importable from here
+from simroll.features import ACTION_DIM, dataset_features, observation_frame, tactile_image_size
 from simroll.features import ACTION_NAMES as ACTION_NAMES
 from simroll.features import ENVIRONMENT_STATE_NAMES as ENVIRONMENT_STATE_NAMES
 from simroll.features import IMAGE_NAMES as IMAGE_NAMES
 from simroll.features import STATE_NAMES as STATE_NAMES
 from simroll.features import TACTILE_IMAGE_SIZE as TACTILE_IMAGE_SIZE
-from simroll.features import dataset_features, observation_frame, tactile_image_size
 from simroll.features import tactile_image as tactile_image
-from simroll.rollout.episode import EnvConfig, EnvPool, PolicyFactory, run_episode
-from simroll.rollout.lerobot_io import create_dataset, quiet_progress
+from simroll.policies.base import LabelsActions
+from simroll.rollout.episode import EnvConfig, EnvPool, EpisodeObserver, PolicyFactory, run_episode
+from simroll.rollout.lerobot_io import create_dataset, quiet_media_logs, quiet_progress
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec
+from simroll.rollout.store import write_text_atomic
 
 ROBOT_TYPE = "simroll_floating_gripper"
 EPISODES_META = Path("meta") / "simroll_episodes.jsonl"
 
 
-class DatasetRecorder:
-    """Writes the episodes it sees as one LeRobotDataset under ``root`` (which must not exist).
+class DatasetRecorder(EpisodeObserver):
+    """Writes the episodes it observes as one LeRobotDataset under ``root`` (which must not exist).
 
-    Use ``recorder.on_step`` as ``run_episode``'s ``on_step`` and call ``recorder.finish(record)``
-    with the record ``run_episode`` returns, or let :meth:`record` do both. Episodes that failed or
-    raised are kept (their ``success`` is in the episode metadata) unless ``only_success``;
-    an episode that ended before its first step has no frames and is never saved.
+    Pass the recorder in ``run_episode``'s ``observers``, or let :meth:`record` do it. Episodes
+    that failed or raised are kept (their ``success`` is in the episode metadata) unless
+    ``only_success``; an episode that ended before its first step has no frames and is never
+    saved. A policy with an ``action_label`` (e.g. :class:`simroll.experts.noise.ActionNoise`) has
+    that stored as each frame's ``action`` instead of the action the env executed.
     ``with_tactile_image=None`` adds ``observation.images.tactile`` only when the observations
     have camera images (``obs_mode="full"``).
     """
@@ -118,27 +134,33 @@ class DatasetRecorder:
         self._frames = 0  # frames buffered for the current episode
         self._policy: Any = None  # the policy of the episode being recorded (for action_label)
 
-    # ------------------------------------------------------------------ run_episode protocol
-    def on_step(
-        self, env: gym.Env, obs: dict, info: dict, action: np.ndarray | None = None
-    ) -> None:
-        """``run_episode`` callback; ``action`` is None after the reset, else the one applied."""
-        if action is not None:
-            if self._pending is None:
-                raise RuntimeError("DatasetRecorder.on_step got an action before any reset")
-            frame = self._pending
-            label = getattr(self._policy, "action_label", None)
-            if label is not None:
-                action = label
-            frame["action"] = np.asarray(action, dtype=np.float32).reshape(5).copy()
-            self.dataset.add_frame(frame)
-            self._frames += 1
-        elif self._frames:
+    # ------------------------------------------------------------------ observer protocol
+    def on_reset(self, env: gym.Env, obs: dict, info: dict, policy: Any) -> None:
+        if self._frames:
             raise RuntimeError(
-                "DatasetRecorder: a new episode started before the previous one was finished; "
-                "call finish(record) after every run_episode"
+                "DatasetRecorder: a new episode started before the previous one ended; "
+                "each run_episode must end (on_end) before the next one resets"
             )
-        self._pending = {
+        self._policy = policy
+        self._pending = self._observation(obs, info)
+
+    def on_step(self, env: gym.Env, obs: dict, info: dict, action: np.ndarray) -> None:
+        if self._pending is None:
+            raise RuntimeError("DatasetRecorder.on_step was called before any on_reset")
+        frame = self._pending
+        label = self._policy.action_label if isinstance(self._policy, LabelsActions) else None
+        if label is not None:
+            action = label
+        frame["action"] = np.asarray(action, dtype=np.float32).reshape(ACTION_DIM).copy()
+        self.dataset.add_frame(frame)
+        self._frames += 1
+        self._pending = self._observation(obs, info)
+
+    def on_end(self, record: EpisodeRecord) -> None:
+        self.finish(record)
+
+    def _observation(self, obs: dict, info: dict) -> dict[str, Any]:
+        return {
             **observation_frame(obs, self._tactile_size),
             "eval.deformation": np.array(
                 [info.get("eval", {}).get("deformation", np.nan)], dtype=np.float32
@@ -147,7 +169,8 @@ class DatasetRecorder:
         }
 
     def finish(self, record: EpisodeRecord) -> bool:
-        """Save (True) or discard (False) the episode just run; ``record`` is its EpisodeRecord."""
+        """Save (True) or discard (False) the episode just observed; ``record`` is its
+        EpisodeRecord. Called by ``on_end``."""
         frames, self._frames, self._pending, self._policy = self._frames, 0, None, None
         if frames == 0 or (self.only_success and not record.success):
             if frames:
@@ -173,25 +196,17 @@ class DatasetRecorder:
         env_config: EnvConfig | None = None,
         **episode_kwargs: Any,
     ) -> tuple[EpisodeRecord, bool]:
-        """Run ``spec`` through ``run_episode``, recording it; returns (record, whether kept).
-
-        A policy with an ``action_label`` (e.g. :class:`simroll.experts.noise.ActionNoise`)
-        has that stored as each frame's ``action`` instead of the action the env executed.
-        """
-
-        def labelled_factory(env_):
-            self._policy = policy_factory(env_)
-            return self._policy
-
+        """Run ``spec`` through ``run_episode``, recording it; returns (record, whether kept)."""
+        written = self.episodes_written
         record = run_episode(
             spec,
-            labelled_factory,
+            policy_factory,
             env=env,
             env_config=env_config,
-            on_step=self.on_step,
+            observers=[self],
             **episode_kwargs,
         )
-        return record, self.finish(record)
+        return record, self.episodes_written > written
 
     def finalize(self) -> None:
         """Close the dataset (idempotent); an unfinished episode in the buffer is discarded."""
@@ -244,6 +259,140 @@ def record_specs(
     return recorder
 
 
+SHARD_SUFFIX = ".tmp"  # a shard being written: <shards>/.<name>.<pid>.tmp
+
+
+def shard_name(spec: EpisodeSpec) -> str:
+    """The folder name of ``spec``'s shard: its key with ``/`` turned into ``_``."""
+    return spec.key.replace("/", "_")
+
+
+@dataclass(frozen=True)
+class DatasetShards:
+    """Observer factory: every episode becomes its own finalized dataset ``root / shard_name``
+    (see the module docstring); ``repo_id`` and the recording settings as
+    :class:`DatasetRecorder`'s. Must pickle: it travels to the workers in the job."""
+
+    root: Path
+    repo_id: str = "simroll/episodes"
+    use_videos: bool = True
+    with_tactile_image: bool | None = None
+    # imported once for all vector workers (forkserver preload) instead of once in each
+    worker_modules: ClassVar[tuple[str, ...]] = ("lerobot.datasets.lerobot_dataset",)
+
+    def path(self, spec: EpisodeSpec) -> Path:
+        return Path(self.root) / shard_name(spec)
+
+    def __call__(self, spec: EpisodeSpec) -> ShardWriter:
+        return ShardWriter(self, spec)
+
+    def stored_record(self, spec: EpisodeSpec) -> EpisodeRecord | None:
+        """The record ``spec``'s finished shard holds; None without a readable shard."""
+        try:
+            rows = load_episode_meta(self.path(spec))
+            return episode_record(rows[0])
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def has_shard_of(self, record: EpisodeRecord) -> bool:
+        """Whether a finished shard holds ``record``'s episode (the same receipt)."""
+        stored = self.stored_record(record.spec)
+        return stored is not None and stored.receipt == record.receipt
+
+
+class ShardWriter(EpisodeObserver):
+    """Records one episode into a temporary dataset, finalizes it and renames it into place as
+    ``shards.path(spec)`` when the episode ended without error; otherwise removes it."""
+
+    def __init__(self, shards: DatasetShards, spec: EpisodeSpec) -> None:
+        self.shards = shards
+        self.final = shards.path(spec)
+        self.staging = self.final.parent / f".{self.final.name}.{os.getpid()}{SHARD_SUFFIX}"
+        self.recorder: DatasetRecorder | None = None
+
+    def on_reset(self, env: gym.Env, obs: dict, info: dict, policy: Any) -> None:
+        if self.staging.exists():  # left by a killed run of this spec in a process of this pid
+            shutil.rmtree(self.staging)
+        self.staging.parent.mkdir(parents=True, exist_ok=True)
+        self.recorder = DatasetRecorder(
+            self.staging,
+            env.observation_space,
+            repo_id=self.shards.repo_id,
+            use_videos=self.shards.use_videos,
+            with_tactile_image=self.shards.with_tactile_image,
+        )
+        self.recorder.on_reset(env, obs, info, policy)
+
+    def on_step(self, env: gym.Env, obs: dict, info: dict, action: np.ndarray) -> None:
+        self.recorder.on_step(env, obs, info, action)
+
+    def on_end(self, record: EpisodeRecord) -> None:
+        recorder, self.recorder = self.recorder, None
+        if recorder is None:  # the episode raised before its reset
+            return
+        try:
+            kept = record.error is None and recorder.finish(record)
+            recorder.finalize()
+            if kept:
+                if self.final.exists():  # an earlier try of this episode
+                    shutil.rmtree(self.final)
+                self.staging.rename(self.final)
+        finally:
+            if self.staging.exists():
+                shutil.rmtree(self.staging)
+
+
+def merge_shards(
+    shards: DatasetShards, records: Sequence[EpisodeRecord], root: str | os.PathLike[str]
+) -> tuple[int, int]:
+    """Join the shards of ``records``, in that order, into one dataset at ``root`` (replacing
+    what is there, via a temporary folder and a rename) with LeRobot's ``aggregate_datasets``;
+    episode ``i`` of the result is ``records[i]``. Returns (episodes, frames).
+
+    Every record must have its shard (:meth:`DatasetShards.has_shard_of`), else ValueError."""
+    from lerobot.datasets.aggregate import aggregate_datasets
+
+    if not records:
+        raise ValueError("merge_shards needs at least one record")
+    missing = [r.spec.key for r in records if not shards.has_shard_of(r)]
+    if missing:
+        raise ValueError(
+            f"{len(missing)} episode(s) have no shard under {shards.root} holding their record "
+            f"(first: {missing[0]}); expected one finished shard per record"
+        )
+    root = Path(root)
+    staging = root.parent / f".{root.name}{SHARD_SUFFIX}"
+    if staging.exists():
+        shutil.rmtree(staging)
+    sources = [shards.path(record.spec) for record in records]
+    quiet_media_logs()
+    # aggregate_datasets draws tqdm bars on stderr (its errors are raised, not printed) and logs
+    # each stage at INFO, which a Hydra command shows
+    logger = logging.getLogger("lerobot.datasets.aggregate")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        with quiet_progress(), contextlib.redirect_stderr(io.StringIO()):
+            aggregate_datasets(
+                repo_ids=[shards.repo_id] * len(sources),
+                aggr_repo_id=shards.repo_id,
+                roots=sources,
+                aggr_root=staging,
+            )
+    finally:
+        logger.setLevel(level)
+    rows = []
+    for index, source in enumerate(sources):
+        row = load_episode_meta(source)[0]
+        rows.append({**row, "episode_index": index})
+    write_text_atomic(staging / EPISODES_META, "".join(_json_line(row) for row in rows))
+    _remove_empty_dirs(staging / "images")
+    if root.exists():
+        shutil.rmtree(root)
+    staging.rename(root)
+    return len(rows), sum(int(row["frames"]) for row in rows)
+
+
 def _remove_empty_dirs(top: Path) -> None:
     if not top.is_dir():
         return
@@ -268,10 +417,14 @@ def _episode_row(episode_index: int, frames: int, record: EpisodeRecord) -> dict
     }
 
 
+def _json_line(row: Mapping[str, Any]) -> str:
+    return json.dumps(row, sort_keys=True, separators=(",", ":")) + "\n"
+
+
 def _append_line(path: Path, row: dict[str, Any]) -> None:
     """Append one JSON line with a single ``O_APPEND`` write under ``flock``, then fsync."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = (json.dumps(row, sort_keys=True, separators=(",", ":")) + "\n").encode()
+    data = _json_line(row).encode()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)

@@ -15,25 +15,28 @@ computed from the observation at step ``t`` at step ``t + k`` (until then the ha
 the gripper keeps its last command), so a slow policy can be scored under the timing it would
 really have.
 
-``on_step(env, obs, info)`` is called after the reset and after every step; a callback that
-declares an ``action`` parameter also gets the action that step applied (``None`` after the
-reset), which dataset recording pairs with the previous observation.
+Whatever must see the episode as it runs (video frames, dataset frames, per-step readings) is an
+:class:`EpisodeObserver` passed in ``observers``: ``on_reset`` after the reset, ``on_step`` after
+every step with the action that step applied, ``on_end`` once with the finished record, before
+``run_episode`` returns it. So the episode that is scored is the one recorded; nothing re-runs an
+episode to film or store it. The backends build observers inside their workers from picklable
+factories (:class:`simroll.rollout.backends.EpisodeJob`).
 
 An episode that raises is recorded with its error (``termination_reason="error"``) instead of
-propagating; a diverging simulation ends with the env's ``termination_reason``.
+propagating, and so is one whose observer raises (the run did not produce what was asked of it);
+a diverging simulation ends with the env's ``termination_reason``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-import inspect
 import json
 import math
 import sys
 import time
 import traceback
-from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,11 +44,38 @@ import gymnasium as gym
 import numpy as np
 
 import simroll.envs  # noqa: F401  (registers the envs)
-from simroll.features import hold_action
+from simroll.envs.wrappers import ControlDelay
+from simroll.policies.base import CountsNetworkEvaluations
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec
 
 PolicyFactory = Callable[[gym.Env], Any]
-FrameCallback = Callable[..., None]  # (env, obs, info) or (env, obs, info, action)
+
+
+class EpisodeObserver:
+    """Watches one episode from inside :func:`run_episode`; every hook is a no-op here, so an
+    observer overrides only the ones it needs.
+
+    * ``on_reset(env, obs, info, policy)``: after the env's reset and the policy's, before the
+      first action. ``policy`` is the episode's policy (dataset recording reads its
+      ``action_label``).
+    * ``on_step(env, obs, info, action)``: after every step; ``action`` is the action that step
+      applied (after any control delay), ``obs`` and ``info`` what the step returned.
+    * ``on_end(record)``: exactly once, with the episode's :class:`EpisodeRecord`, before
+      ``run_episode`` returns it; also when the episode raised, possibly before any ``on_reset``
+      (then ``record.error`` is set). Release resources here.
+
+    A hook that raises makes the episode an error record; observers that come later in the list
+    then see that record in their ``on_end``.
+    """
+
+    def on_reset(self, env: gym.Env, obs: dict, info: dict, policy: Any) -> None:
+        """After the reset, before the first action."""
+
+    def on_step(self, env: gym.Env, obs: dict, info: dict, action: np.ndarray) -> None:
+        """After every step, with the action that step applied."""
+
+    def on_end(self, record: EpisodeRecord) -> None:
+        """Once, with the finished episode's record."""
 
 
 @dataclass(frozen=True)
@@ -127,19 +157,6 @@ def measure_latency(
     return float(np.median(timings))
 
 
-def _takes_action(callback: FrameCallback) -> bool:
-    """Whether ``callback`` accepts the applied action (an ``action`` parameter or ``**kwargs``)."""
-    try:
-        parameters = inspect.signature(callback).parameters.values()
-    except (TypeError, ValueError):  # builtins without a signature: the 3-argument protocol
-        return False
-    return any(p.name == "action" or p.kind is p.VAR_KEYWORD for p in parameters)
-
-
-def _hold_action(previous: np.ndarray | None) -> np.ndarray:
-    return hold_action(previous)
-
-
 def _seed_policy_randomness(seed: int) -> None:
     """Seed torch's global generator, which stochastic policies sample from (LeRobot's diffusion
     noise, SimVLA's flow noise), so their episode too is fixed by its spec and not by whatever
@@ -159,14 +176,14 @@ def run_episode(
     policy_config_hash: str = "",
     control_delay_steps: int = 0,
     attempt: int = 1,
-    on_step: FrameCallback | None = None,
+    observers: Sequence[EpisodeObserver] = (),
 ) -> EpisodeRecord:
-    """Run one episode of ``spec`` with a fresh policy from ``policy_factory``; never raises
-    for failures inside the episode (they are recorded), only for bad arguments."""
+    """Run one episode of ``spec`` with a fresh policy from ``policy_factory``, shown to
+    ``observers`` as it runs; never raises for failures inside the episode or an observer (they
+    are recorded), only for bad arguments."""
     if control_delay_steps < 0:
         raise ValueError(f"control_delay_steps must be >= 0, got {control_delay_steps}")
     owns_env = env is None
-    step_kwargs = {"action": None} if on_step is not None and _takes_action(on_step) else {}
     wall_start = time.perf_counter()
     compute, calls, steps = 0.0, 0, 0
     info: dict[str, Any] = {}
@@ -176,50 +193,41 @@ def run_episode(
     try:
         if env is None:
             env = (env_config or EnvConfig()).make(spec)
-        policy = policy_factory(env)
-        obs, info = env.reset(seed=spec.seed, options={"variation": spec.variation})
+        policy = policy_factory(env)  # the env itself: privileged experts read its state
+        delayed = ControlDelay(env, control_delay_steps)  # never closed: it would close ``env``
+        obs, info = delayed.reset(seed=spec.seed, options={"variation": spec.variation})
         policy.reset()
         _seed_policy_randomness(spec.seed)
-        pending: deque[np.ndarray] = deque()
-        applied: np.ndarray | None = None
-        if on_step is not None:
-            on_step(env, obs, info, **step_kwargs)
+        for observer in observers:
+            observer.on_reset(env, obs, info, policy)
         while True:
             start = time.perf_counter()
             action = policy.select_action(obs)
             compute += time.perf_counter() - start
             calls += 1
-            pending.append(np.asarray(action, dtype=np.float32).reshape(-1))
-            if len(pending) > control_delay_steps:
-                applied = pending.popleft()
-            else:
-                applied = _hold_action(applied)
-            obs, _, terminated, truncated, info = env.step(applied)
+            obs, _, terminated, truncated, info = delayed.step(action)
+            applied = delayed.applied_action
             steps += 1
-            if on_step is not None:
-                if step_kwargs:
-                    step_kwargs["action"] = applied
-                on_step(env, obs, info, **step_kwargs)
+            for observer in observers:
+                observer.on_step(env, obs, info, applied)
             if terminated or truncated:
                 reason = info.get("termination_reason") or ("time_limit" if truncated else "ended")
                 break
     except Exception as exc:  # noqa: BLE001 - an episode's failure is recorded, not raised
-        error = "".join(traceback.format_exception_only(exc)).strip()
-        error += "\n" + "".join(traceback.format_tb(exc.__traceback__)[-3:])
+        error = _error_text(exc)
         reason = "error"
     finally:
         if owns_env and env is not None:
             env.close()
     extra: dict[str, Any] = {"attempt": attempt}
-    evaluations = getattr(policy, "network_evaluations", None)
-    if isinstance(evaluations, int):
-        extra["network_evaluations"] = evaluations
+    if isinstance(policy, CountsNetworkEvaluations):
+        extra["network_evaluations"] = int(policy.network_evaluations)
     evaluation = info.get("eval", {})
     tolerance = float(evaluation.get("tolerance", float("nan")))
     peak = float(evaluation.get("peak_deformation", float("nan")))
     if error is not None:
         peak = float("nan") if not evaluation else peak
-    return EpisodeRecord(
+    record = EpisodeRecord(
         spec=spec,
         policy_id=policy_id,
         policy_config_hash=policy_config_hash,
@@ -236,3 +244,18 @@ def run_episode(
         error=error,
         extra=extra,
     )
+    for observer in observers:
+        try:
+            observer.on_end(record)
+        except Exception as exc:  # noqa: BLE001 - the episode did not give what was asked
+            if record.error is None:
+                record = dataclasses.replace(
+                    record, success=False, termination_reason="error", error=_error_text(exc)
+                )
+    return record
+
+
+def _error_text(exc: BaseException) -> str:
+    """An error's one-line summary and the last frames of its traceback, as records store it."""
+    text = "".join(traceback.format_exception_only(exc)).strip()
+    return text + "\n" + "".join(traceback.format_tb(exc.__traceback__)[-3:])

@@ -8,6 +8,12 @@ while running it, and reports store problems (corrupted or duplicate rows) inste
 them. Episodes still in error after the retry are returned, counted by :func:`count_errors` and
 announced in a closing ERROR line. Ctrl-C stops at once: the backend's workers are terminated,
 queued episodes are dropped, what was written stays, and the same command resumes.
+
+Finished episodes named in ``rerun`` run again in the first round, for what the job's observers
+record of them (a video, a dataset shard that an earlier run did not make); their records are not
+stored again, and a re-run whose receipt differs from the stored one is reported. The returned
+:class:`RunRecords` says how many episodes the backend ran (``episodes_run``: retries and re-runs
+included), so a caller can show that recording cost no extra episodes.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from tqdm import tqdm
 
 from simroll.rollout.backends import EpisodeJob, run_backend
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec, derive_seed
-from simroll.rollout.store import MAX_ATTEMPTS, RecordStore
+from simroll.rollout.store import MAX_ATTEMPTS, RecordStore, attempt_of
 
 
 def make_specs(
@@ -49,6 +55,15 @@ def make_specs(
     ]
 
 
+class RunRecords(list):
+    """The records :func:`evaluate` returns, in spec order, and ``episodes_run``: how many
+    episodes the backend ran to get them (every try, and every re-run for the observers)."""
+
+    def __init__(self, records: Sequence[EpisodeRecord] = (), episodes_run: int = 0) -> None:
+        super().__init__(records)
+        self.episodes_run = episodes_run
+
+
 def evaluate(
     run_dir: str | Path,
     specs: Sequence[EpisodeSpec],
@@ -56,11 +71,13 @@ def evaluate(
     backend: str = "local",
     workers: int = 2,
     progress: bool = True,
-) -> list[EpisodeRecord]:
+    rerun: Sequence[EpisodeSpec] = (),
+) -> RunRecords:
     """Run every spec not yet in ``run_dir`` and return the run's valid records for ``specs``.
 
     Records whose episode still ended in error after :data:`MAX_ATTEMPTS` tries are returned
     too (they count as failures); :func:`count_errors` counts them, and a closing line says so.
+    ``rerun``: finished specs to run once more for the job's observers (see the module).
     """
     store = RecordStore(run_dir)
     contents = store.load()  # read once per round, never once per spec
@@ -68,6 +85,8 @@ def evaluate(
         tqdm.write(f"record store: {contents.summary()}")
     todo = store.pending(specs, contents=contents)
     waiting = {spec.key for spec in todo}
+    again = {spec.key: contents.records[spec.key] for spec in rerun if spec.key in contents.records}
+    again = {key: record for key, record in again.items() if key not in waiting}
     finished = [
         contents.records[spec.key]
         for spec in specs
@@ -83,15 +102,23 @@ def evaluate(
     )
     successes = sum(record.success for record in finished)
     dsr = sum(record.dsr_success for record in finished)
+    episodes_run = 0
     try:
         # Each round raises every pending spec's attempt by one, so MAX_ATTEMPTS rounds suffice.
         for _ in range(MAX_ATTEMPTS):
+            if again:  # the first round also re-runs finished episodes, in spec order
+                todo = [spec for spec in specs if spec.key in waiting or spec.key in again]
             if not todo:
                 break
             attempts = store.next_attempts(todo, contents)
+            attempts.update({key: attempt_of(record) for key, record in again.items()})
             records = run_backend(backend, job, todo, workers, attempts)
             try:
                 for record in records:
+                    episodes_run += 1
+                    if record.spec.key in again:
+                        _check_rerun(record, again.pop(record.spec.key))
+                        continue
                     store.append(record)
                     if record.error is not None:
                         tqdm.write(
@@ -108,11 +135,16 @@ def evaluate(
                     )
             finally:
                 records.close()  # on Ctrl-C: stop the workers now, not when collected
+            again.clear()
             contents = store.load()
             todo = store.pending(specs, contents=contents)
+            waiting = {spec.key for spec in todo}
     finally:
         bar.close()
-    result = [contents.records[spec.key] for spec in specs if spec.key in contents.records]
+    result = RunRecords(
+        [contents.records[spec.key] for spec in specs if spec.key in contents.records],
+        episodes_run,
+    )
     errors = count_errors(result)
     if errors:
         tqdm.write(
@@ -120,6 +152,20 @@ def evaluate(
             "attempts and count as failures; see the 'failed' lines above"
         )
     return result
+
+
+def _check_rerun(record: EpisodeRecord, stored: EpisodeRecord) -> None:
+    """Say when a re-run (for its observers) did not reproduce the stored episode."""
+    if record.error is not None:
+        tqdm.write(
+            f"episode {record.spec.key}: its re-run to record it failed: "
+            f"{record.error.splitlines()[0]}"
+        )
+    elif record.receipt != stored.receipt:
+        tqdm.write(
+            f"episode {record.spec.key}: its re-run to record it gave another outcome than the "
+            "stored record (receipt differs), so what it recorded is not the scored episode"
+        )
 
 
 def count_errors(records: Sequence[EpisodeRecord]) -> int:

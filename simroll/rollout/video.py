@@ -1,23 +1,40 @@
 """Episode videos: scene camera with a tactile inset and a deformation readout, H.264 mp4.
 
-``record_video`` replays an episode spec (episodes are deterministic, so the replay is the
-episode that was scored) with a render-enabled env and writes a browser-playable mp4
-(H.264, yuv420p) through PyAV. Each frame shows the scene camera, both fingers' pressure maps in
-the corner, and a text line with the step, the current and peak normalized deformation against
-the object's tolerance, and the success flag.
+:class:`EpisodeVideos` is an observer factory for :class:`~simroll.rollout.backends.EpisodeJob`:
+the episodes whose spec keys it was given get a :class:`VideoObserver`, which renders the scene
+camera with its own renderer (``mujoco.Renderer``, created at the episode's reset, after any
+fork, and closed at its end; the env itself needs no ``render_mode``) while the scored episode
+runs, in whatever worker runs it. Each frame shows the scene camera, both fingers' pressure maps
+in the corner, and a text line with the step, the current and peak normalized deformation against
+the object's tolerance, and the success flag. When the episode ends without error its frames are
+written as a browser-playable mp4 (H.264, yuv420p) through PyAV, named by the spec key
+(:func:`video_name`), written to a temporary file and renamed, with the episode record's receipt
+and spec key in the container metadata (``simroll_receipt``, ``simroll_spec``; read back by
+:func:`video_receipt`), so a video can be matched to the record it shows.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import av
 import cv2
+import gymnasium as gym
 import numpy as np
 
+from simroll.envs.core import CONTROL_HZ
+from simroll.envs.sensing import CameraRig
 from simroll.features import tactile_to_rgb
-from simroll.rollout.episode import EnvConfig, PolicyFactory, run_episode
+from simroll.io import atomic_path
+from simroll.rollout.episode import EpisodeObserver
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec
+
+RECEIPT_TAG = "simroll_receipt"
+SPEC_TAG = "simroll_spec"
+DEFAULT_SIZE = (240, 320)  # (height, width), as configs/eval.yaml's video.size
 
 
 def compose_frame(
@@ -49,12 +66,23 @@ def compose_frame(
     return frame
 
 
-def write_mp4(frames: list[np.ndarray], path: str | Path, fps: int = 20) -> Path:
+def write_mp4(
+    frames: list[np.ndarray],
+    path: str | Path,
+    fps: int = CONTROL_HZ,
+    metadata: Mapping[str, str] | None = None,
+) -> Path:
+    """Encode ``frames`` (RGB uint8) as H.264 to ``path`` via a temporary file and a rename;
+    ``metadata`` becomes container tags (any key, ``movflags=use_metadata_tags``)."""
+    if not frames:
+        raise ValueError(f"no frames to write to {path}")
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.mp4")
     height, width = frames[0].shape[:2]
-    with av.open(str(tmp), mode="w") as container:
+    with (
+        atomic_path(path) as tmp,
+        av.open(str(tmp), mode="w", options={"movflags": "use_metadata_tags"}) as container,
+    ):
+        container.metadata.update({str(k): str(v) for k, v in (metadata or {}).items()})
         stream = container.add_stream("libx264", rate=fps)
         stream.width, stream.height = width - width % 2, height - height % 2
         stream.pix_fmt = "yuv420p"
@@ -65,33 +93,78 @@ def write_mp4(frames: list[np.ndarray], path: str | Path, fps: int = 20) -> Path
                 container.mux(packet)
         for packet in stream.encode():
             container.mux(packet)
-    tmp.replace(path)
     return path
 
 
-def record_video(
-    spec: EpisodeSpec,
-    policy_factory: PolicyFactory,
-    env_config: EnvConfig,
-    path: str | Path,
-    size: tuple[int, int] = (240, 320),
-    **episode_kwargs,
-) -> tuple[Path, EpisodeRecord]:
-    """Re-run ``spec`` with rendering on and write its video to ``path``."""
-    frames: list[np.ndarray] = []
+def video_name(spec: EpisodeSpec) -> str:
+    """The file name of ``spec``'s video: its key with ``/`` turned into ``_``."""
+    return spec.key.replace("/", "_") + ".mp4"
 
-    def on_step(env, obs, info) -> None:
-        scene = env.render()
-        frames.append(compose_frame(scene, obs["tactile"]["force"], info, len(frames)))
 
-    config = EnvConfig(
-        **{
-            **env_config.__dict__,
-            "render_mode": "rgb_array",
-            "kwargs": {**env_config.kwargs, "render_size": tuple(size)},
-        }
-    )
-    record = run_episode(spec, policy_factory, env_config=config, on_step=on_step, **episode_kwargs)
-    if not frames:
-        raise RuntimeError(f"episode {spec.key} produced no frames: {record.error}")
-    return write_mp4(frames, path), record
+def video_receipt(path: str | Path) -> str | None:
+    """The record receipt stored in a video's metadata (None when it has none)."""
+    with av.open(str(path)) as container:
+        return container.metadata.get(RECEIPT_TAG)
+
+
+class VideoObserver(EpisodeObserver):
+    """Films one episode (see the module docstring) and writes it to ``path`` at its end."""
+
+    def __init__(self, path: Path, size: tuple[int, int], fps: int) -> None:
+        self.path, self.size, self.fps = path, size, fps
+        self.frames: list[np.ndarray] = []
+        self._rig: CameraRig | None = None
+
+    def _film(self, env: gym.Env, obs: dict, info: dict) -> None:
+        scene = self._rig.render(env.unwrapped.data)["scene"]
+        self.frames.append(compose_frame(scene, obs["tactile"]["force"], info, len(self.frames)))
+
+    def on_reset(self, env: gym.Env, obs: dict, info: dict, policy: Any) -> None:
+        # The env's model is fixed from its reset on (a variation may have reloaded it).
+        self._rig = CameraRig(env.unwrapped.model, ("scene",), *self.size)
+        self._film(env, obs, info)
+
+    def on_step(self, env: gym.Env, obs: dict, info: dict, action: np.ndarray) -> None:
+        self._film(env, obs, info)
+
+    def on_end(self, record: EpisodeRecord) -> None:
+        frames, self.frames = self.frames, []
+        if self._rig is not None:
+            self._rig.close()
+            self._rig = None
+        if record.error is None and frames:
+            tags = {RECEIPT_TAG: record.receipt, SPEC_TAG: record.spec.key}
+            write_mp4(frames, self.path, self.fps, metadata=tags)
+
+
+@dataclass(frozen=True)
+class EpisodeVideos:
+    """Observer factory: a :class:`VideoObserver` for each spec in ``keys``, written to
+    ``directory / video_name(spec)`` at ``size`` (height, width)."""
+
+    directory: Path
+    keys: frozenset[str]
+    size: tuple[int, int] = DEFAULT_SIZE
+    fps: int = CONTROL_HZ
+
+    def __post_init__(self) -> None:
+        if len(self.size) != 2 or not all(isinstance(n, int) and n >= 2 for n in self.size):
+            raise ValueError(f"video size must be (height, width) in pixels >= 2, got {self.size}")
+
+    def path(self, spec: EpisodeSpec) -> Path:
+        return Path(self.directory) / video_name(spec)
+
+    def __call__(self, spec: EpisodeSpec) -> VideoObserver | None:
+        if spec.key not in self.keys:
+            return None
+        return VideoObserver(self.path(spec), tuple(self.size), self.fps)
+
+    def has_video_of(self, record: EpisodeRecord) -> bool:
+        """Whether ``record``'s video exists and carries its receipt (a finished episode)."""
+        path = self.path(record.spec)
+        if not path.is_file():
+            return False
+        try:
+            return video_receipt(path) == record.receipt
+        except (av.error.FFmpegError, OSError):
+            return False  # a damaged file is filmed again

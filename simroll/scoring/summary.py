@@ -1,10 +1,12 @@
 """Writes a run's summary files: ``summary.json``, ``summary.md`` and ``tolerance_curve.png``.
 
-The JSON holds the per-group scores with intervals, the tolerance sweep, the episodes that ended
-in error (``errors``, counted as failures in the scores and listed in ``errored_episodes``; the
-Markdown says so in bold), the store's health and the run's provenance (git SHA and dirty flag,
-package versions, machine, the resolved config), so every number a user sees can be traced to the
-command and code that produced it. Files are written atomically.
+The JSON holds the per-group scores with intervals, the tolerance sweep, how many episodes the
+run's backend ran (``episodes_run``: retries and re-runs to record included; absent when the
+caller did not count them), the episodes that ended in error (``errors``, counted as failures in
+the scores and listed in ``errored_episodes``; the Markdown says so in bold), the store's health
+and the run's provenance (git SHA and dirty flag, package versions, machine, the resolved
+config), so every number a user sees can be traced to the command and code that produced it.
+Files are written atomically.
 """
 
 from __future__ import annotations
@@ -66,8 +68,10 @@ def write_report(
     records: Sequence[EpisodeRecord],
     config: dict[str, Any] | None = None,
     expected: int | None = None,
+    episodes_run: int | None = None,
 ) -> str:
-    """Write the report files into ``run_dir`` and return the Markdown table."""
+    """Write the report files into ``run_dir`` and return the Markdown table; ``episodes_run``
+    is how many episodes this run executed (see the module docstring)."""
     run_dir = Path(run_dir)
     summaries = aggregate(records)
     sweep = tolerance_sweep(records, SWEEP_MULTIPLIERS)
@@ -93,6 +97,7 @@ def write_report(
             "tolerance_sweep": sweep,
             "episodes": len(records),
             "expected_episodes": expected,
+            **({} if episodes_run is None else {"episodes_run": episodes_run}),
             "errors": len(errored),
             "errored_episodes": [
                 {

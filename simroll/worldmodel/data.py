@@ -1,8 +1,8 @@
 """Trajectories for the world model, collected from the simulator through the episode engine.
 
-Each episode runs through :func:`simroll.rollout.episode.run_episode`; its ``on_step`` callback
-(the variant that also receives the applied action) records the simulator state after the reset
-and after every step. The state of one step is a flat vector (``STATE_LAYOUT``): the soft
+Each episode runs through :func:`simroll.rollout.episode.run_episode`; an observer
+(:class:`StateRecorder`) records the simulator state after the reset and after every step, and the
+action each step applied. The state of one step is a flat vector (``STATE_LAYOUT``): the soft
 object's flex vertices relative to their centroid in the object's own frame (its deformation),
 the object's yaw and centroid, the hand pose, the jaw opening, and the controller's state (hand
 target, gripper target), which makes the 20 Hz transition close to Markov. Velocities are left
@@ -32,7 +32,7 @@ from simroll.envs.variations import Variation, resolve_variation
 from simroll.experts import SoftExpert
 from simroll.features import ACTION_DIM, GRIPPER, HAND
 from simroll.io import atomic_path
-from simroll.rollout.episode import EnvConfig, EnvPool, run_episode
+from simroll.rollout.episode import EnvConfig, EnvPool, EpisodeObserver, run_episode
 from simroll.rollout.records import EpisodeSpec
 from simroll.rollout.runner import make_specs
 
@@ -295,32 +295,42 @@ def collect_split(
     return data
 
 
+class StateRecorder(EpisodeObserver):
+    """The simulator state after the reset and after every step, and each step's action; a step
+    whose env diverged (and reset its state to keep obs finite) is no real successor state."""
+
+    def __init__(self) -> None:
+        self.states: list[np.ndarray] = []
+        self.actions: list[np.ndarray] = []
+
+    def on_reset(self, env: gym.Env, obs: dict, info: dict, policy: object) -> None:
+        self.states.append(read_state(env))
+
+    def on_step(self, env: gym.Env, obs: dict, info: dict, action: np.ndarray) -> None:
+        if "diverged" in str(info.get("termination_reason") or ""):
+            return
+        self.states.append(read_state(env))
+        self.actions.append(np.asarray(action, dtype=np.float64))
+
+
 def _collect_episode(
     spec: EpisodeSpec,
     pool: EnvPool,
     behaviour: BehaviourConfig,
     progress: Callable[[str], None] | None,
 ) -> list[Trajectory]:
-    states: list[np.ndarray] = []
-    actions: list[np.ndarray] = []
+    recorder = StateRecorder()
     policies: list[ExploringExpert] = []
-
-    def record(env, obs, info, action=None) -> None:
-        if "diverged" in str(info.get("termination_reason") or ""):
-            return  # the env reset its state to keep obs finite: not a real successor state
-        states.append(read_state(env))
-        if action is not None:
-            actions.append(np.asarray(action, dtype=np.float64))
 
     def factory(env):
         policy = ExploringExpert(env, spec.seed, behaviour)
         policies.append(policy)
         return policy
 
-    record_ = run_episode(spec, factory, env=pool.get(spec), on_step=record)
+    record_ = run_episode(spec, factory, env=pool.get(spec), observers=[recorder])
     if record_.error is not None:
         raise RuntimeError(f"data collection episode {spec.key} failed: {record_.error}")
-    actions = actions[: len(states) - 1]
+    states, actions = recorder.states, recorder.actions[: len(recorder.states) - 1]
     if len(actions) < 2:
         return []
     policy = policies[-1]

@@ -167,7 +167,7 @@ def test_ctrl_c_keeps_finished_episodes_and_says_how_to_resume(tmp_path, monkeyp
         RecordStore(run_dir).append(next(run_local(job, specs[:1])))
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("simroll.cli.eval.evaluate", one_then_ctrl_c)
+    monkeypatch.setattr("simroll.evaluation.run_specs", one_then_ctrl_c)
     with pytest.raises(Interrupted) as error:
         eval_in_process(*FAST, "episodes=2", f"output_dir={tmp_path}")
     assert str(error.value) == (

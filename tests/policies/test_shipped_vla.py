@@ -16,7 +16,7 @@ import gymnasium as gym
 import pytest
 
 from simroll.policies.lerobot import load_policy
-from simroll.rollout.episode import EnvConfig, run_episode
+from simroll.rollout.episode import EnvConfig, EpisodeObserver, run_episode
 from simroll.rollout.records import EpisodeSpec, derive_seed
 
 CHECKPOINT = Path(__file__).resolve().parents[2] / "policies" / "vla_soft"
@@ -36,12 +36,20 @@ def object_rise(index: int, instruction: str | None) -> float:
             env, lambda obs: {**obs, "task_description": instruction}, env.observation_space
         )
     heights: list[float] = []
+
+    class Heights(EpisodeObserver):
+        def on_reset(self, env, obs, info, policy):
+            heights.append(env.unwrapped.object_center()[2])
+
+        def on_step(self, env, obs, info, action):
+            heights.append(env.unwrapped.object_center()[2])
+
     try:
         record = run_episode(
             spec,
             lambda env: load_policy(env, path=str(CHECKPOINT)),
             env=env,
-            on_step=lambda env, obs, info: heights.append(env.unwrapped.object_center()[2]),
+            observers=[Heights()],
         )
     finally:
         env.close()

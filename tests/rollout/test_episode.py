@@ -14,7 +14,12 @@ import torch
 
 from simroll.experts import SoftExpert
 from simroll.rollout.backends import EpisodeJob, run_backend
-from simroll.rollout.episode import EnvConfig, latency_to_delay_steps, run_episode
+from simroll.rollout.episode import (
+    EnvConfig,
+    EpisodeObserver,
+    latency_to_delay_steps,
+    run_episode,
+)
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec, derive_seed
 from simroll.rollout.runner import make_specs
 
@@ -121,6 +126,60 @@ def test_policy_exception_is_recorded_not_raised():
     assert record.termination_reason == "error"
     assert not record.success
     assert record.steps == 2
+
+
+class Tally(EpisodeObserver):
+    """Notes every hook call it gets."""
+
+    def __init__(self):
+        self.events = []
+
+    def on_reset(self, env, obs, info, policy):
+        self.events.append(("reset", policy))
+
+    def on_step(self, env, obs, info, action):
+        self.events.append(("step", action.copy()))
+
+    def on_end(self, record):
+        self.events.append(("end", record))
+
+
+def test_observers_see_the_reset_each_applied_action_and_the_record_once():
+    tally = Tally()
+    policies = []
+
+    def factory(env):
+        policies.append(SoftExpert(env, "gentle"))
+        return policies[-1]
+
+    short = EnvConfig(kwargs={"max_episode_steps": 5})
+    record = run_episode(SPEC, factory, env_config=short, control_delay_steps=2, observers=[tally])
+    assert [kind for kind, _ in tally.events] == ["reset"] + ["step"] * 5 + ["end"]
+    assert tally.events[0][1] is policies[0] and tally.events[-1][1] is record
+    held = [action for kind, action in tally.events[1:3]]  # the delay: the hand holds still
+    np.testing.assert_array_equal(held, [[0, 0, 0, 0, -1]] * 2)
+    assert record.steps == 5 and record.termination_reason == "time_limit"
+
+
+def test_an_observer_that_raises_makes_the_episode_an_error_that_later_observers_see():
+    class FullDisk(EpisodeObserver):
+        def on_end(self, record):
+            raise OSError(28, "No space left on device")
+
+    later = Tally()
+    short = EnvConfig(kwargs={"max_episode_steps": 3})
+    record = run_episode(SPEC, gentle_expert, env_config=short, observers=[FullDisk(), later])
+    assert record.error.startswith("OSError: [Errno 28] No space left on device")
+    assert record.termination_reason == "error" and not record.success and record.steps == 3
+    assert later.events[-1] == ("end", record)
+    # an episode that raises before its reset still ends, once, for every observer
+    tally = Tally()
+
+    def no_policy(env):
+        raise RuntimeError("no such checkpoint")
+
+    failed = run_episode(SPEC, no_policy, env_config=short, observers=[tally])
+    assert tally.events == [("end", failed)] and "no such checkpoint" in failed.error
 
 
 def test_negative_delay_is_rejected():

@@ -89,8 +89,8 @@ def test_eval_with_a_dying_worker_charges_only_its_episodes_and_exits_non_zero(t
         "policy._target_=tests.rollout.test_backends.DiesOnOneObject",
         "~policy.closure",
     ]
-    # With the default two videos, failures first: an episode in error must not be re-run for
-    # a video in the CLI's own process, which it would kill too.
+    # With the default two videos, chosen before the run (one per group: sponge/0 and
+    # foam_cylinder/0), filmed in the workers as they run: the episode in error gets none.
     with_videos = [arg for arg in ARGS if not arg.startswith("video.")]
     process = simroll_eval(run_dir, *dying, args=with_videos)
     output, _ = process.communicate(timeout=300)
@@ -101,7 +101,9 @@ def test_eval_with_a_dying_worker_charges_only_its_episodes_and_exits_non_zero(t
     assert {e["key"].split("/")[2] for e in summary["errored_episodes"]} == {"foam_cylinder"}
     assert "**Episodes in error:** 2 of 4" in (run_dir / "summary.md").read_text()
     assert "2 raised" in (run_dir / "report.html").read_text()
-    assert len(list((run_dir / "videos").glob("*sponge*.mp4"))) == 2
+    videos = [path.name for path in (run_dir / "videos").glob("*.mp4")]
+    assert len(videos) == 1 and videos[0].startswith("soft_SoftLift_sponge_default_0_"), videos
+    assert summary["episodes_run"] == 6  # 2 sponge episodes, 2 foam_cylinder ones tried twice
     records = RecordStore(run_dir).load().records.values()
     assert sorted((r.spec.object, r.error is None, r.extra["attempt"]) for r in records) == [
         ("foam_cylinder", False, 2),
@@ -111,12 +113,15 @@ def test_eval_with_a_dying_worker_charges_only_its_episodes_and_exits_non_zero(t
     ]
     lines = (run_dir / "records.jsonl").read_text()
     # A resume charges nothing again; with record=true the dataset, like the videos, holds only
-    # the episodes that did not end in error.
+    # the episodes that did not end in error. They were stored without a dataset shard, so they
+    # run once more to be recorded: said, and counted, but not stored again.
     resumed = simroll_eval(run_dir, *dying, "record=true", args=with_videos)
     output, _ = resumed.communicate(timeout=300)
     assert resumed.returncode == 1, output
     assert (run_dir / "records.jsonl").read_text() == lines
+    assert "2 finished episode(s) have no dataset shard yet" in output, output
     assert "(2 episodes" in output and "2 episodes in error left out" in output, output
+    assert json.loads((run_dir / "summary.json").read_text())["episodes_run"] == 2
 
 
 def test_ctrl_c_stops_a_vector_eval_at_once_and_leaves_a_valid_store(tmp_path):

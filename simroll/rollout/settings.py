@@ -1,0 +1,90 @@
+"""A run's settings before it starts: the error for a bad one, and the env settings a policy
+checkpoint records.
+
+:class:`ConfigError` is what the library API and the commands raise for an invalid setting; its
+message names the value and the valid choices (the commands print it as one line, exit 2).
+
+:func:`apply_checkpoint_env` is the one rule for a checkpoint's ``simroll_env.json`` (the env
+settings of its training data: obs mode, image size, gripper mode): they replace the run's values
+unless the caller set those explicitly; an explicit value that contradicts the record is refused
+naming the file (an image size only counts for a policy that reads camera images). ``simroll
+eval``/``certify`` (:func:`simroll.cli.common.env_config_from`, where "explicit" means "on the
+command line") and :func:`simroll.evaluate` (where it means "passed") both apply it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from typing import Any
+
+from simroll.features import is_camera_key
+
+# The policy config target that loads a checkpoint directory (``path``).
+CHECKPOINT_LOADER = "simroll.policies.lerobot.load_policy"
+# EnvConfig fields a checkpoint's env record (simroll_env.json) sets
+RECORDED_ENV_KEYS = ("obs_mode", "image_size", "gripper_mode")
+
+
+class ConfigError(ValueError):
+    """A config value is invalid; the message names it and the valid choices."""
+
+
+def checkpoint_env(policy: Mapping[str, Any] | None) -> tuple[dict[str, Any], Path | None, bool]:
+    """The env record of the checkpoint the policy config ``policy`` loads (empty when it loads
+    none or the checkpoint has no record), the record's path, and whether the policy reads camera
+    images."""
+    from simroll.policies.checkpoint import CONFIG_FILE, ENV_RECORD, read_env_record
+    from simroll.policies.lerobot import resolve_checkpoint
+
+    if not isinstance(policy, Mapping) or policy.get("_target_") != CHECKPOINT_LOADER:
+        return {}, None, False
+    path = policy.get("path")
+    if not isinstance(path, str | Path) or str(path) in ("", "???"):
+        return {}, None, False
+    path = resolve_checkpoint(str(path))
+    if not (path / ENV_RECORD).is_file():
+        return {}, None, False  # a missing checkpoint is reported when the policy loads
+    try:
+        record = read_env_record(path)
+    except ValueError as exc:  # PolicyLoadError: the record is malformed
+        raise ConfigError(str(exc)) from exc
+    try:
+        inputs = json.loads((path / CONFIG_FILE).read_text()).get("input_features") or {}
+        reads_cameras = any(is_camera_key(key) for key in inputs)
+    except (OSError, ValueError, AttributeError):
+        reads_cameras = True  # a bad config.json is reported when the policy loads
+    return record, path / ENV_RECORD, reads_cameras
+
+
+def apply_checkpoint_env(
+    settings: Mapping[str, Any],
+    policy: Mapping[str, Any] | None,
+    explicit: Collection[str],
+    *,
+    key_prefix: str = "",
+    where: str = "the call",
+) -> tuple[dict[str, Any], list[str]]:
+    """``settings`` (values of :data:`RECORDED_ENV_KEYS`) with the record of ``policy``'s
+    checkpoint applied to the keys not in ``explicit``, and the ``key=value (from file)`` notes
+    of what was applied. An explicit value that contradicts the record raises ConfigError; keys
+    are shown as ``key_prefix + key`` and ``where`` says where the explicit value came from."""
+    settings = dict(settings)
+    record, record_path, reads_cameras = checkpoint_env(policy)
+    applied = []
+    for key in RECORDED_ENV_KEYS:
+        if key not in record or record[key] == settings[key]:
+            continue
+        name = f"{key_prefix}{key}"
+        if key not in explicit:
+            settings[key] = record[key]
+            applied.append(f"{name}={record[key]}")
+        elif key != "image_size" or reads_cameras:
+            raise ConfigError(
+                f"{name}={settings[key]!r} contradicts {record_path}: the policy was trained "
+                f"with {key}={record[key]!r}; drop {name} from {where} or set "
+                f"{name}={record[key]}"
+            )
+    notes = [f"{', '.join(applied)} (from {record_path})"] if applied else []
+    return settings, notes
