@@ -1,5 +1,6 @@
-"""The control delay as a wrapper: actions applied ``k`` steps late, the hold action until then,
-and exactly the actions the episode loop's own delay applies today."""
+"""The control delay as a wrapper: actions applied ``k`` steps late, the hold action until then.
+(``run_episode`` acts through this wrapper; tests/rollout/test_episode.py checks the actions its
+observers see under a delay.)"""
 
 from __future__ import annotations
 
@@ -9,10 +10,7 @@ import pytest
 from gymnasium import spaces
 
 from simroll.envs.wrappers import ControlDelay
-from simroll.experts import SoftExpert
 from simroll.features import hold_action
-from simroll.rollout.episode import EnvConfig, run_episode
-from simroll.rollout.records import EpisodeSpec, derive_seed
 
 
 class ActionLog(gym.Env):
@@ -88,45 +86,3 @@ def test_reset_drops_actions_still_in_flight():
 def test_a_bad_delay_is_refused(steps):
     with pytest.raises(ValueError, match="control delay steps must be an int >= 0"):
         ControlDelay(ActionLog(), steps)
-
-
-def applied_by_run_episode(spec, factory, env, steps) -> tuple[list[np.ndarray], object]:
-    seen: list[np.ndarray] = []
-
-    def on_step(env, obs, info, action=None):
-        if action is not None:
-            seen.append(np.array(action))
-
-    record = run_episode(spec, factory, env=env, control_delay_steps=steps, on_step=on_step)
-    return seen, record
-
-
-@pytest.mark.parametrize("steps", [0, 2, 5])
-def test_the_wrapper_applies_what_the_episode_loops_delay_applies(steps):
-    spec = EpisodeSpec("Fake", "none", "default", 0, 0)
-    loop, _ = applied_by_run_episode(spec, Ramp, ActionLog(length=9), steps)
-    wrapped = drive(ControlDelay(ActionLog(length=9), steps), Ramp(), 9)
-    np.testing.assert_array_equal(np.array(wrapped), np.array(loop))
-
-
-@pytest.mark.slow  # two full expert episodes; the fake env above pins the same equality
-def test_a_delayed_expert_episode_is_the_same_through_the_wrapper():
-    spec = EpisodeSpec("SoftLift", "sponge", "default", derive_seed("soft", "SoftLift", 0), 0)
-    config = EnvConfig(obs_mode="state")
-    env = config.make(spec)
-    try:
-        loop, record = applied_by_run_episode(spec, lambda e: SoftExpert(e, "gentle"), env, 2)
-        delayed = ControlDelay(env, 2)
-        expert = SoftExpert(delayed, "gentle")
-        obs, info = delayed.reset(seed=spec.seed, options={"variation": spec.variation})
-        expert.reset()
-        applied, done = [], False
-        while not done:
-            obs, _, terminated, truncated, info = delayed.step(expert.select_action(obs))
-            applied.append(delayed.applied_action.copy())
-            done = terminated or truncated
-    finally:
-        env.close()
-    np.testing.assert_array_equal(np.array(applied), np.array(loop))
-    assert info["is_success"] == record.success
-    assert info["eval"]["peak_deformation"] == record.peak_deformation
