@@ -35,6 +35,7 @@ from typing import Any
 
 from simroll.rollout.episode import EnvConfig, EnvPool, PolicyFactory, run_episode
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec
+from simroll.rollout.threads import limit_worker_threads
 
 BACKENDS = ("local", "vector", "ray")
 
@@ -106,6 +107,7 @@ def _vector_worker_main(connection: Connection, job: EpisodeJob) -> None:
     """A vector worker: run each ``(spec, attempt)`` received, saying "started" first."""
     # Ctrl-C reaches the whole process group; the parent decides and terminates its workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    limit_worker_threads()  # one thread per library: workers ~ cores (simroll.rollout.threads)
     pool = EnvPool(job.env_config)
     try:
         while True:
@@ -253,6 +255,7 @@ class _RayWorker:
     """A Ray actor: one env pool and one job for its whole life."""
 
     def __init__(self, job: EpisodeJob) -> None:
+        limit_worker_threads()
         self.job = job
         self.pool = EnvPool(job.env_config)
 
