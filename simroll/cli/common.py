@@ -14,6 +14,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from simroll.envs.core import CAMERAS
 from simroll.rollout.episode import EnvConfig
 from simroll.rollout.records import EpisodeSpec
 
@@ -42,9 +43,12 @@ def _command_line_env_keys() -> set[str]:
     return keys
 
 
-def _checkpoint_env(policy: DictConfig | None) -> tuple[dict[str, Any], Path | None, bool]:
+def _checkpoint_env(
+    policy: DictConfig | None,
+) -> tuple[dict[str, Any], Path | None, bool, tuple[str, ...] | None]:
     """The env record of the checkpoint ``policy`` loads (empty when it loads none or the
-    checkpoint has no record), the record's path, and whether the policy reads camera images."""
+    checkpoint has no record), the record's path, whether the policy reads camera images, and
+    the cameras it reads (None when unknown: no checkpoint, or a config.json not read here)."""
     from simroll.policies.checkpoint import CONFIG_FILE, ENV_RECORD, read_env_record
     from simroll.policies.lerobot import resolve_checkpoint
 
@@ -55,26 +59,30 @@ def _checkpoint_env(policy: DictConfig | None) -> tuple[dict[str, Any], Path | N
         or OmegaConf.is_missing(policy, "path")
         or policy.get("path") is None
     ):
-        return {}, None, False
+        return {}, None, False, None
     path = resolve_checkpoint(str(policy.path))
     if not (path / ENV_RECORD).is_file():
-        return {}, None, False  # a missing checkpoint is reported when the policy loads
+        return {}, None, False, None  # a missing checkpoint is reported when the policy loads
     try:
         record = read_env_record(path)
     except ValueError as exc:  # PolicyLoadError: the record is malformed
         raise ConfigError(str(exc)) from exc
     try:
         inputs = json.loads((path / CONFIG_FILE).read_text()).get("input_features") or {}
-        reads_cameras = any(
-            key.startswith("observation.images.") and key != "observation.images.tactile"
+        cameras: tuple[str, ...] | None = tuple(
+            key.removeprefix("observation.images.")
             for key in inputs
+            if key.startswith("observation.images.") and key != "observation.images.tactile"
         )
-    except (OSError, ValueError, AttributeError):
-        reads_cameras = True  # a bad config.json is reported when the policy loads
-    return record, path / ENV_RECORD, reads_cameras
+        reads_cameras = bool(cameras)
+    except (OSError, ValueError, AttributeError, TypeError):
+        reads_cameras, cameras = True, None  # a bad config.json is reported when it loads
+    return record, path / ENV_RECORD, reads_cameras, cameras
 
 
-def env_config_from(env: DictConfig, policy: DictConfig | None) -> EnvConfig:
+def env_config_from(
+    env: DictConfig, policy: DictConfig | None, restrict_cameras: bool = False
+) -> EnvConfig:
     """The ``EnvConfig`` of an ``env`` config group entry, with the env settings of the policy's
     checkpoint applied.
 
@@ -85,9 +93,13 @@ def env_config_from(env: DictConfig, policy: DictConfig | None) -> EnvConfig:
     command-line value that contradicts the record raises :class:`ConfigError` naming the file (an
     image size only counts for a policy that reads camera images). The values used are written
     back into ``env``, so the run's recorded config says what ran.
+
+    With ``restrict_cameras`` (evaluation that records no dataset), an env with camera
+    observations renders only the cameras the checkpoint reads (its ``input_features``), through
+    the env's ``cameras`` argument; the observations it reads are the same.
     """
     settings = {key: env[key] for key in RECORDED_ENV_KEYS}
-    record, record_path, reads_cameras = _checkpoint_env(policy)
+    record, record_path, reads_cameras, cameras = _checkpoint_env(policy)
     command_line = _command_line_env_keys()
     applied = []
     for key in RECORDED_ENV_KEYS:
@@ -104,7 +116,15 @@ def env_config_from(env: DictConfig, policy: DictConfig | None) -> EnvConfig:
             )
     if applied:
         print(f"{', '.join(applied)} (from {record_path})")
-    return EnvConfig(**settings, rigid_twin=env.rigid_twin)
+    kwargs: dict[str, Any] = {}
+    if (
+        restrict_cameras
+        and settings["obs_mode"] == "full"
+        and cameras
+        and set(cameras) < set(CAMERAS)  # a camera the env lacks is reported when it loads
+    ):
+        kwargs["cameras"] = tuple(camera for camera in CAMERAS if camera in cameras)
+    return EnvConfig(**settings, rigid_twin=env.rigid_twin, kwargs=kwargs)
 
 
 def _check_policy_keys(policy: DictConfig, choice: str, group: str) -> None:

@@ -92,7 +92,7 @@ def validate(cfg: DictConfig) -> None:
 def run(cfg: DictConfig) -> str:
     validate(cfg)
     run_dir = job_output_dir(cfg)
-    env_config = env_config_from(cfg.env, cfg.policy)
+    env_config = env_config_from(cfg.env, cfg.policy, restrict_cameras=not cfg.record)
     policy_factory, choice = policy_from(cfg)
     policy_cfg = OmegaConf.to_container(cfg.policy, resolve=True)
     specs = make_specs(
