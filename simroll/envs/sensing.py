@@ -22,6 +22,7 @@ cost no rendering. The images are exactly those an immediate render gives (teste
 from __future__ import annotations
 
 import copy
+import time
 import weakref
 from collections import deque
 from dataclasses import dataclass
@@ -173,6 +174,16 @@ CAPTURE_MAXGEOM = 1000
 # Unrendered observations a rig keeps scenes for; capturing one more first renders the oldest
 # (a caller that keeps every observation and reads its pixels later still gets them all).
 MAX_UNRENDERED = 4
+
+
+_lazy_render_s = 0.0  # seconds this process spent rendering LazyImages on first read
+
+
+def lazy_render_seconds() -> float:
+    """Seconds this process has spent rendering camera images when they were first read. The
+    episode engine subtracts what accrues during ``select_action``: rendering is the env's work,
+    not the policy's, wherever it happens."""
+    return _lazy_render_s
 
 
 class _NotRendered:
@@ -412,9 +423,12 @@ class CameraRig:
         return mujoco.MjvScene(self.model, maxgeom=CAPTURE_MAXGEOM)
 
     def _render_captured(self, images: LazyImages, camera: str) -> np.ndarray:
+        global _lazy_render_s
+        start = time.perf_counter()
         scene = images._scenes.pop(camera)
         image = self._get_renderer().render_scene(scene)
         self._free.append(scene)
+        _lazy_render_s += time.perf_counter() - start
         dict.__setitem__(images, camera, image)
         return image
 

@@ -146,3 +146,29 @@ def test_right_sized_framebuffer_gives_mujoco_renderer_pixels(make_env):
     renderer = unwrapped._cameras._renderer
     assert (renderer.width, renderer.height) == (48, 48)
     assert unwrapped.model.vis.global_.offwidth == 640  # the model keeps its setting
+
+
+class ReadsPixels:
+    """Reads every camera image each step and does nothing else."""
+
+    def reset(self):
+        pass
+
+    def select_action(self, obs):
+        dict(obs["pixels"])
+        return np.zeros(5, dtype=np.float32)
+
+
+def test_policy_time_leaves_out_rendering_the_images_it_reads():
+    from simroll.rollout.episode import EnvConfig, run_episode
+    from simroll.rollout.records import EpisodeSpec
+
+    config = EnvConfig(obs_mode="full", image_size=32, kwargs={"max_episode_steps": 6})
+    before = sensing.lazy_render_seconds()
+    record = run_episode(
+        EpisodeSpec("SoftLift", "sponge", "default", 0), lambda env: ReadsPixels(), env_config=config
+    )
+    rendered = sensing.lazy_render_seconds() - before
+    assert record.error is None and record.policy_calls == 6
+    assert rendered > 0
+    assert record.policy_compute_s < 0.5 * rendered  # the renders are the env's time
