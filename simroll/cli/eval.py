@@ -50,6 +50,7 @@ from simroll.rollout.episode import (  # noqa: E402
 from simroll.rollout.manifest import RunManifest, outcome_fingerprint, start_run  # noqa: E402
 from simroll.rollout.runner import count_errors, evaluate, make_specs  # noqa: E402
 from simroll.rollout.video import record_video  # noqa: E402
+from simroll.rollout.worker_start import start_worker_server  # noqa: E402
 from simroll.scoring.report import write_report  # noqa: E402
 
 EXIT_EPISODE_ERRORS = 1  # some episodes ended in error (the report is still written)
@@ -94,6 +95,8 @@ def run(cfg: DictConfig) -> str:
     run_dir = job_output_dir(cfg)
     env_config = env_config_from(cfg.env, cfg.policy, restrict_cameras=not cfg.record)
     policy_factory, choice = policy_from(cfg)
+    if cfg.backend.name == "vector":  # workers' imports run while this process checks the policy
+        start_worker_server(policy_factory)
     policy_cfg = OmegaConf.to_container(cfg.policy, resolve=True)
     specs = make_specs(
         cfg.env.suite, cfg.env.tasks, cfg.env.objects, cfg.env.variations, cfg.episodes, cfg.seed

@@ -36,6 +36,7 @@ from typing import Any
 from simroll.rollout.episode import EnvConfig, EnvPool, PolicyFactory, run_episode
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec
 from simroll.rollout.threads import limit_worker_threads
+from simroll.rollout.worker_start import preload_modules
 
 BACKENDS = ("local", "vector", "ray")
 
@@ -203,7 +204,7 @@ def run_vector(
     if start_method == "forkserver":
         # The server imports the engine once; each worker (and each replacement of a dead one)
         # is forked from it with MuJoCo and the envs already imported. No effect once running.
-        context.set_forkserver_preload([__name__])
+        context.set_forkserver_preload(preload_modules(job.policy_factory))
     attempts = attempts or {}
     queue = deque(specs)
     pool = [_VectorWorker(context, job) for _ in range(min(workers, len(specs)))]

@@ -76,3 +76,23 @@ def test_vector_workers_run_with_one_thread_per_library(clean_thread_env, tmp_pa
         assert report["env"] == {name: "1" for name in threads.WORKER_THREAD_ENV}
         assert report["torch_threads"] == 1
     assert "LP_NUM_THREADS" not in os.environ  # the parent process is not touched
+
+
+def test_fork_server_preloads_the_policy_stack_of_simroll_factories(monkeypatch):
+    import functools
+
+    from simroll.experts import SoftExpert
+    from simroll.policies.lerobot import load_policy
+    from simroll.rollout.worker_start import ENGINE, preload_modules
+
+    monkeypatch.setenv(_speedups.ENV_VAR, "1")
+    checkpoint = functools.partial(load_policy, path="policies/vla_soft")
+    assert preload_modules(checkpoint) == [
+        ENGINE,
+        "simroll.policies.lerobot",
+        "simroll.policies.preload",
+    ]
+    assert preload_modules(SoftExpert) == [ENGINE, "simroll.experts.soft"]
+    assert preload_modules(ReportingFactory("x")) == [ENGINE]  # not simroll's: never preloaded
+    monkeypatch.setenv(_speedups.ENV_VAR, "0")
+    assert preload_modules(checkpoint) == [ENGINE]
