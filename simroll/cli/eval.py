@@ -92,11 +92,11 @@ def validate(cfg: DictConfig) -> None:
 
 def run(cfg: DictConfig) -> str:
     validate(cfg)
+    if cfg.backend.name == "vector":  # the workers' imports overlap this process's start-up
+        start_worker_server(cfg.policy.get("_target_"))
     run_dir = job_output_dir(cfg)
     env_config = env_config_from(cfg.env, cfg.policy, restrict_cameras=not cfg.record)
     policy_factory, choice = policy_from(cfg)
-    if cfg.backend.name == "vector":  # workers' imports run while this process checks the policy
-        start_worker_server(policy_factory)
     policy_cfg = OmegaConf.to_container(cfg.policy, resolve=True)
     specs = make_specs(
         cfg.env.suite, cfg.env.tasks, cfg.env.objects, cfg.env.variations, cfg.episodes, cfg.seed

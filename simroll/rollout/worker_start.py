@@ -26,6 +26,9 @@ WITH_MODULE = {"simroll.policies.lerobot": ("simroll.policies.preload",)}
 
 
 def _factory_module(policy_factory: Any) -> str | None:
+    """The module of a factory, or of a ``"module.name"`` target string (Hydra's ``_target_``)."""
+    if isinstance(policy_factory, str):
+        return policy_factory.rpartition(".")[0] or None
     target = policy_factory
     while isinstance(target, functools.partial):
         target = target.func
@@ -36,8 +39,9 @@ def _factory_module(policy_factory: Any) -> str | None:
 
 
 def preload_modules(policy_factory: Any = None) -> list[str]:
-    """Modules the fork server imports before forking workers for ``policy_factory``: the
-    engine, and (fast paths on) the factory's own simroll module with what it needs."""
+    """Modules the fork server imports before forking workers for ``policy_factory`` (a factory
+    or its ``"module.name"`` target): the engine, and (fast paths on) the factory's own simroll
+    module with what it needs."""
     modules = [ENGINE]
     module = _factory_module(policy_factory) if policy_factory is not None else None
     # only simroll's own modules: the server must never run code a third-party import might
@@ -49,7 +53,7 @@ def preload_modules(policy_factory: Any = None) -> list[str]:
 def start_worker_server(policy_factory: Any = None) -> bool:
     """Start the ``forkserver`` that vector workers fork from, importing
     :func:`preload_modules` in the background; no-op (False) with the fast paths off. Call it
-    as soon as a vector run's policy factory is known."""
+    as soon as a vector run's policy is known (its factory, or the config's ``_target_``)."""
     if not _speedups.enabled():
         return False
     from multiprocessing import forkserver

@@ -92,6 +92,7 @@ def test_fork_server_preloads_the_policy_stack_of_simroll_factories(monkeypatch)
         "simroll.policies.lerobot",
         "simroll.policies.preload",
     ]
+    assert preload_modules("simroll.policies.lerobot.load_policy") == preload_modules(checkpoint)
     assert preload_modules(SoftExpert) == [ENGINE, "simroll.experts.soft"]
     assert preload_modules(ReportingFactory("x")) == [ENGINE]  # not simroll's: never preloaded
     monkeypatch.setenv(_speedups.ENV_VAR, "0")
