@@ -18,13 +18,12 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from simroll import _speedups
 
 MAX_ENTRIES = 4  # checkpoints kept per process (a certification holds two)
 
-T = TypeVar("T")
 _cache: OrderedDict[Hashable, Any] = OrderedDict()
 _lock = threading.Lock()
 
@@ -47,7 +46,7 @@ def cache_key(path: Path, **settings: Any) -> Hashable:
     return (str(resolved), checkpoint_signature(resolved), text)
 
 
-def cached_build(key: Hashable, build: Callable[[], T]) -> T:
+def cached_build[T](key: Hashable, build: Callable[[], T]) -> T:
     """A deep copy of what ``build()`` returned for ``key`` (built on the first call)."""
     if not _speedups.enabled():
         return build()

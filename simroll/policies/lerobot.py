@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from simroll.policies.cache import cache_key, cached_build
 from simroll.policies.checkpoint import (
     ENV_RECORD,
     PolicyLoadError,
@@ -28,7 +29,6 @@ from simroll.policies.checkpoint import (
     register_policy_types,
     validate_checkpoint,
 )
-from simroll.policies.cache import cache_key, cached_build
 from simroll.rollout.dataset import observation_frame
 
 ACTION_DIM = 5

@@ -166,7 +166,9 @@ def test_policy_time_leaves_out_rendering_the_images_it_reads():
     config = EnvConfig(obs_mode="full", image_size=32, kwargs={"max_episode_steps": 6})
     before = sensing.lazy_render_seconds()
     record = run_episode(
-        EpisodeSpec("SoftLift", "sponge", "default", 0), lambda env: ReadsPixels(), env_config=config
+        EpisodeSpec("SoftLift", "sponge", "default", 0),
+        lambda env: ReadsPixels(),
+        env_config=config,
     )
     rendered = sensing.lazy_render_seconds() - before
     assert record.error is None and record.policy_calls == 6
