@@ -120,7 +120,9 @@ def time_env(env: gym.Env, actions: list[np.ndarray]) -> tuple[float, float, np.
     env.reset(seed=SEED)
     start, start_cpu = time.perf_counter(), time.thread_time()
     for action in actions:
-        env.step(action)
+        obs, *_ = env.step(action)
+        if "pixels" in obs:
+            dict(obs["pixels"])  # camera images render when read (LazyImages): read them all
     elapsed, elapsed_cpu = time.perf_counter() - start, time.thread_time() - start_cpu
     return elapsed, elapsed_cpu, env.unwrapped.data.qpos.copy()
 

@@ -54,7 +54,12 @@ from simroll.rollout.records import EpisodeRecord, EpisodeSpec
 from simroll.rollout.rundir import hold_run_dir, kept_on_interrupt
 from simroll.rollout.runner import count_errors, make_specs
 from simroll.rollout.runner import evaluate as run_specs
-from simroll.rollout.settings import RECORDED_ENV_KEYS, ConfigError, apply_checkpoint_env
+from simroll.rollout.settings import (
+    RECORDED_ENV_KEYS,
+    ConfigError,
+    apply_checkpoint_env,
+    only_cameras_read,
+)
 from simroll.rollout.store import RecordStore
 from simroll.rollout.video import DEFAULT_SIZE, EpisodeVideos
 from simroll.scoring.summary import write_report
@@ -449,7 +454,9 @@ def run_evaluation(plan: EvalPlan, echo: Callable[..., None] = print) -> RunResu
     )
     job = EpisodeJob(
         policy_factory=policy.factory,
-        env_config=env_config,
+        # rendering only the cameras the policy reads changes no outcome, only the work: it is
+        # left out of the manifest, and a dataset needs every camera
+        env_config=env_config if plan.record else only_cameras_read(env_config, policy.config),
         policy_id=policy.name,
         policy_config_hash=config_hash(policy.config),
         control_delay_steps=delay,

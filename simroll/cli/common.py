@@ -43,6 +43,10 @@ def env_config_from(env: DictConfig, policy: DictConfig | None) -> EnvConfig:
     command-line value that contradicts the record raises :class:`ConfigError` naming the file (an
     image size only counts for a policy that reads camera images). The values used are written
     back into ``env``, so the run's recorded config says what ran.
+
+    With ``restrict_cameras`` (evaluation that records no dataset), an env with camera
+    observations renders only the cameras the checkpoint reads (its ``input_features``), through
+    the env's ``cameras`` argument; the observations it reads are the same.
     """
     settings = {key: env[key] for key in RECORDED_ENV_KEYS}
     # a missing path (``???``) loads no record here; it is reported when the policy loads

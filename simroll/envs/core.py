@@ -15,7 +15,9 @@ absolute opening it must keep just past the first touch). NaN, infinite, wrongly
 out-of-range actions raise ``InvalidActionError``.
 
 Observation (``Dict``): ``pixels`` (``scene`` and ``wrist`` RGB, ``image_size`` square, only in
-``obs_mode="full"``), ``tactile`` (``force``: per-finger normal-force taxel image; ``markers``:
+``obs_mode="full"``; ``cameras`` names a subset to render only those, e.g. the ones a policy
+reads; a :class:`~simroll.envs.sensing.LazyImages` dict that renders each image when it is
+first read), ``tactile`` (``force``: per-finger normal-force taxel image; ``markers``:
 per-finger gel-marker displacement field, see ``sensing``), ``agent_pos`` (hand x, y, z, yaw,
 their velocities, jaw opening and its velocity, and each finger's grip force in newtons, the
 total of its taxel image, as a gripper's effort reading: 12 floats), ``environment_state`` (only in
@@ -137,6 +139,7 @@ class SoftTaskEnv(gym.Env):
         tactile_shape: tuple[int, int] = TAXEL_GRID,
         tolerance: float | None = None,
         with_task_description: bool = True,
+        cameras: tuple[str, ...] | list[str] | None = None,
     ):
         if obs_mode not in OBS_MODES:
             raise ValueError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
@@ -166,6 +169,18 @@ class SoftTaskEnv(gym.Env):
                 f"with_task_description must be True or False, got {with_task_description!r}"
             )
         self.with_task_description = with_task_description
+        if cameras is None:
+            cameras = CAMERAS
+        if isinstance(cameras, str) or not (
+            len(cameras) > 0
+            and all(camera in CAMERAS for camera in cameras)
+            and len(set(cameras)) == len(cameras)
+        ):
+            raise ValueError(
+                f"cameras must be a non-empty list of distinct names from {CAMERAS}, "
+                f"got {cameras!r}"
+            )
+        self.cameras = tuple(camera for camera in CAMERAS if camera in cameras)
         self.default_variation = resolve_variation(variation)
         self.variation = self.default_variation
         self._load_model(self.variation.young_scale)
@@ -187,7 +202,7 @@ class SoftTaskEnv(gym.Env):
         if obs_mode == "full":
             size = (image_size, image_size, 3)
             obs["pixels"] = spaces.Dict(
-                {camera: spaces.Box(0, 255, size, np.uint8) for camera in CAMERAS}
+                {camera: spaces.Box(0, 255, size, np.uint8) for camera in self.cameras}
             )
         else:
             obs["environment_state"] = spaces.Box(-np.inf, np.inf, (ENV_STATE_DIM,), np.float32)
@@ -466,8 +481,10 @@ class SoftTaskEnv(gym.Env):
         if self.obs_mode == "full":
             if self._cameras is None:
                 _check_can_render()
-                self._cameras = CameraRig(self.model, CAMERAS, self.image_size, self.image_size)
-            obs["pixels"] = self._cameras.render(data)
+                self._cameras = CameraRig(
+                    self.model, self.cameras, self.image_size, self.image_size
+                )
+            obs["pixels"] = self._cameras.capture(data)  # rendered when read
         else:
             center, yaw = self.object_center(), self.object_yaw()
             offset = center - agent[:3]  # relative to the hand pose the policy observes

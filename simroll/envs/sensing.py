@@ -12,15 +12,26 @@ point on the pad and a force from ``mj_contactForce`` (normal and tangential, co
 Also the net contact force per finger (3-vector, world frame) for the evaluator.
 
 Cameras: a lazily created ``mujoco.Renderer`` per image size; it must be created after any fork
-(the GL context is per process), which a lazy creation in the worker guarantees.
+(the GL context is per process), which a lazy creation in the worker guarantees. Observations
+carry :class:`LazyImages`: each camera's scene is captured when the observation is made (cheap)
+and rendered only when its pixels are first read (on CPU, EGL through llvmpipe, 10-30 ms per
+camera, mostly the shadow map), so the steps whose observation a policy skips between re-plans
+cost no rendering. The images are exactly those an immediate render gives (tested).
 """
 
 from __future__ import annotations
 
+import copy
+import time
+import weakref
+from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 import mujoco
 import numpy as np
+
+from simroll import _speedups
 
 MARKER_GRID = (11, 9)  # along the pad's vertical axis x along its length, as GelSight Mini
 GEL_SHEAR_COMPLIANCE_MM_PER_N = 0.8
@@ -138,23 +149,301 @@ class TactileSensor:
         return forces
 
 
+# mujoco.Renderer's default scene size, for the rig's own (eager) scene; captured scenes are
+# smaller (about 1 MB and 9 ms to allocate instead of 10 MB and 90 ms) and pooled. A capture that
+# fills one falls back to an eager render, so no image ever loses a geom.
+EAGER_MAXGEOM = 10000
+CAPTURE_MAXGEOM = 1000
+# Unrendered observations a rig keeps scenes for; capturing one more first renders the oldest
+# (a caller that keeps every observation and reads its pixels later still gets them all).
+MAX_UNRENDERED = 4
+
+
+_lazy_render_s = 0.0  # seconds this process spent rendering LazyImages on first read
+
+
+def lazy_render_seconds() -> float:
+    """Seconds this process has spent rendering camera images when they were first read. The
+    episode engine subtracts what accrues during ``select_action``: rendering is the env's work,
+    not the policy's, wherever it happens."""
+    return _lazy_render_s
+
+
+class _NotRendered:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<not rendered yet>"
+
+
+_NOT_RENDERED = _NotRendered()
+
+
+class LazyImages(dict):
+    """``camera -> (H, W, 3) uint8`` image, each rendered from the scene captured when the
+    observation was made, the first time it is read (``obs["pixels"]["scene"]``, ``.items()``,
+    ``.values()``, ``dict(...)``, pickling, comparison). A ``dict`` to every reader; pickled or
+    copied it is rendered first. ``materialize()`` renders them all now."""
+
+    __slots__ = ("__weakref__", "_rig", "_scenes")
+
+    def __init__(self, rig: CameraRig, scenes: dict[str, mujoco.MjvScene]):
+        dict.__init__(self, dict.fromkeys(scenes, _NOT_RENDERED))
+        self._rig = rig
+        self._scenes = scenes  # camera -> captured scene until rendered (the rig holds it too)
+
+    # ---------------------------------------------------------------- rendering
+    def _value(self, key: str) -> Any:
+        value = dict.__getitem__(self, key)
+        if value is _NOT_RENDERED:
+            value = self._rig._render_captured(self, key)
+        return value
+
+    def materialize(self) -> LazyImages:
+        """Render every image not rendered yet; returns self."""
+        for key in list(dict.keys(self)):
+            self._value(key)
+        return self
+
+    @property
+    def pending(self) -> tuple[str, ...]:
+        """The cameras not rendered yet."""
+        return tuple(key for key, value in dict.items(self) if value is _NOT_RENDERED)
+
+    def _drop(self, key: Any) -> None:
+        scene = self._scenes.pop(key, None)
+        if scene is not None:
+            self._rig._release(scene)
+
+    # ---------------------------------------------------------------- reading
+    def __getitem__(self, key: str) -> Any:
+        return self._value(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._value(key) if dict.__contains__(self, key) else default
+
+    def __iter__(self):  # a Python-level __iter__ keeps dict(x) and {**x} off the C fast path
+        return dict.__iter__(self)
+
+    def values(self):
+        return dict.values(self.materialize())
+
+    def items(self):
+        return dict.items(self.materialize())
+
+    def copy(self) -> dict:
+        return dict(self.items())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LazyImages):
+            other = other.copy()
+        return dict.__eq__(self.copy(), other)
+
+    def __ne__(self, other: object) -> bool:
+        result = self.__eq__(other)
+        return result if result is NotImplemented else not result
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(self.copy())
+
+    def __or__(self, other: Any) -> dict:
+        return self.copy() | other
+
+    def __ror__(self, other: Any) -> dict:
+        return dict(other) | self.copy()
+
+    @classmethod
+    def _rendered(cls, images: dict[str, Any]) -> LazyImages:
+        """An instance holding ``images`` (nothing left to render, no rig)."""
+        instance = cls.__new__(cls)
+        dict.__init__(instance, images)
+        instance._rig, instance._scenes = None, {}
+        return instance
+
+    def __reduce_ex__(self, protocol: int):
+        return (LazyImages._rendered, (self.copy(),))
+
+    def __reduce__(self):
+        return (LazyImages._rendered, (self.copy(),))
+
+    def __copy__(self) -> LazyImages:
+        return LazyImages._rendered(self.copy())
+
+    def __deepcopy__(self, memo: dict) -> LazyImages:
+        return LazyImages._rendered({k: copy.deepcopy(v, memo) for k, v in self.items()})
+
+    # ---------------------------------------------------------------- writing
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._drop(key)
+        dict.__setitem__(self, key, value)
+
+    def __delitem__(self, key: str) -> None:
+        dict.__delitem__(self, key)
+        self._drop(key)
+
+    def pop(self, key: str, *default: Any) -> Any:
+        if dict.__contains__(self, key):
+            value = self._value(key)
+            dict.__delitem__(self, key)
+            return value
+        return dict.pop(self, key, *default)
+
+    def popitem(self) -> tuple[str, Any]:
+        key = next(reversed(dict.keys(self)))
+        return key, self.pop(key)
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        if dict.__contains__(self, key):
+            return self._value(key)
+        dict.__setitem__(self, key, default)
+        return default
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        other = dict(*args, **kwargs)
+        for key in other:
+            self._drop(key)
+        dict.update(self, other)
+
+    def __ior__(self, other: Any) -> LazyImages:
+        self.update(other)
+        return self
+
+    def clear(self) -> None:
+        for key in list(self._scenes):
+            self._drop(key)
+        dict.clear(self)
+
+
+class _SceneRenderer(mujoco.Renderer):
+    """``mujoco.Renderer`` that can also render a scene captured earlier (same GL pipeline)."""
+
+    def render_scene(self, scene: mujoco.MjvScene) -> np.ndarray:
+        own, self._scene = self._scene, scene
+        try:
+            return self.render()
+        finally:
+            self._scene = own
+
+
 class CameraRig:
-    """Renders named cameras at one image size; the GL context is created on first use."""
+    """Renders named cameras at one image size; the GL context is created on first use.
+
+    :meth:`render` renders now; :meth:`capture` returns :class:`LazyImages` that render when
+    read. With the fast paths on (``simroll._speedups``) the offscreen framebuffer has the rig's
+    image size instead of the model's ``offwidth x offheight`` (same pixels, less to clear and
+    resolve)."""
 
     def __init__(self, model: mujoco.MjModel, cameras: tuple[str, ...], height: int, width: int):
         self.model, self.cameras, self.height, self.width = model, cameras, height, width
-        self._renderer: mujoco.Renderer | None = None
+        self._renderer: _SceneRenderer | None = None
+        self._option = mujoco.MjvOption()  # what mujoco.Renderer.update_scene uses by default
+        self._views: dict[str, mujoco.MjvCamera] = {}
+        for camera in cameras:
+            camera_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, camera)
+            if camera_id < 0:
+                raise ValueError(f'The camera "{camera}" does not exist.')
+            view = mujoco.MjvCamera()
+            view.type = mujoco.mjtCamera.mjCAMERA_FIXED
+            view.fixedcamid = camera_id
+            self._views[camera] = view
+        self._free: list[mujoco.MjvScene] = []
+        self._outstanding: deque[tuple[weakref.ref, dict[str, mujoco.MjvScene]]] = deque()
+
+    def _get_renderer(self) -> _SceneRenderer:
+        if self._renderer is None:
+            visual = self.model.vis.global_
+            saved = (visual.offwidth, visual.offheight)
+            if _speedups.enabled() and self.width <= saved[0] and self.height <= saved[1]:
+                # MuJoCo renders into the bottom-left corner of its offscreen buffer: one of the
+                # image's own size gives the same pixels (tested) with less to clear and resolve.
+                visual.offwidth, visual.offheight = self.width, self.height
+            try:
+                self._renderer = _SceneRenderer(
+                    self.model, self.height, self.width, max_geom=EAGER_MAXGEOM
+                )
+            finally:
+                visual.offwidth, visual.offheight = saved
+        return self._renderer
 
     def render(self, data: mujoco.MjData) -> dict[str, np.ndarray]:
-        if self._renderer is None:
-            self._renderer = mujoco.Renderer(self.model, self.height, self.width)
+        renderer = self._get_renderer()
         images = {}
         for camera in self.cameras:
-            self._renderer.update_scene(data, camera=camera)
-            images[camera] = self._renderer.render().copy()
+            renderer.update_scene(data, camera=camera)
+            images[camera] = renderer.render().copy()
         return images
+
+    def capture(self, data: mujoco.MjData) -> LazyImages | dict[str, np.ndarray]:
+        """The cameras' images of ``data``'s current state, rendered when first read (a plain
+        dict rendered now when the fast paths are off or a scene has too many geoms)."""
+        if not _speedups.enabled():
+            return self.render(data)
+        self._get_renderer()  # the GL context exists (and fails here, not later) before capture
+        self._reclaim()
+        scenes: dict[str, mujoco.MjvScene] = {}
+        for camera in self.cameras:
+            scene = self._free.pop() if self._free else self._new_scene()
+            mujoco.mjv_updateScene(
+                self.model,
+                data,
+                self._option,
+                None,
+                self._views[camera],
+                mujoco.mjtCatBit.mjCAT_ALL.value,
+                scene,
+            )
+            scenes[camera] = scene
+            if scene.ngeom >= scene.maxgeom:  # possibly truncated: render everything now
+                self._free.extend(scenes.values())
+                return self.render(data)
+        images = LazyImages(self, scenes)
+        self._outstanding.append((weakref.ref(images), scenes))
+        return images
+
+    def _new_scene(self) -> mujoco.MjvScene:
+        return mujoco.MjvScene(self.model, maxgeom=CAPTURE_MAXGEOM)
+
+    def _render_captured(self, images: LazyImages, camera: str) -> np.ndarray:
+        global _lazy_render_s
+        start = time.perf_counter()
+        scene = images._scenes.pop(camera)
+        image = self._get_renderer().render_scene(scene)
+        self._free.append(scene)
+        _lazy_render_s += time.perf_counter() - start
+        dict.__setitem__(images, camera, image)
+        return image
+
+    def _release(self, scene: mujoco.MjvScene) -> None:
+        self._free.append(scene)
+
+    def _reclaim(self) -> None:
+        """Take back the scenes of observations dropped unrendered, and render the oldest kept
+        ones beyond ``MAX_UNRENDERED``."""
+        kept: deque[tuple[weakref.ref, dict[str, mujoco.MjvScene]]] = deque()
+        for ref, scenes in self._outstanding:
+            if not scenes:
+                continue
+            if ref() is None:
+                self._free.extend(scenes.values())
+                scenes.clear()
+                continue
+            kept.append((ref, scenes))
+        while len(kept) >= MAX_UNRENDERED:
+            ref, _ = kept.popleft()
+            images = ref()
+            if images is not None:
+                images.materialize()
+        self._outstanding = kept
 
     def close(self) -> None:
         if self._renderer is not None:
+            for ref, scenes in self._outstanding:  # they need this GL context: render them now
+                images = ref()
+                if images is not None and scenes:
+                    images.materialize()
             self._renderer.close()
             self._renderer = None
+        self._outstanding.clear()
+        self._free.clear()

@@ -35,6 +35,7 @@ from simroll.features import (
     is_camera_key,
     observation_frame,
 )
+from simroll.policies.cache import cache_key, cached_build
 from simroll.policies.checkpoint import (
     ENV_RECORD,
     PolicyLoadError,
@@ -289,7 +290,8 @@ def load_policy(
     check_gripper_mode(path, env, contents.env_record)
     if threads is not None:
         torch.set_num_threads(threads)
-    try:
+
+    def build():
         config = PreTrainedConfig.from_pretrained(path)
         for key, value in (overrides or {}).items():
             if not hasattr(config, key):
@@ -298,6 +300,11 @@ def load_policy(
         config.device = device
         policy = get_policy_class(config.type).from_pretrained(path, config=config)
         preprocessor, postprocessor = make_pre_post_processors(config, pretrained_path=str(path))
+        return policy, preprocessor, postprocessor
+
+    try:  # built once per process and deep-copied per call (simroll.policies.cache)
+        key = cache_key(path, device=device, overrides=overrides or {})
+        policy, preprocessor, postprocessor = cached_build(key, build)
     except PolicyLoadError:
         raise
     except Exception as exc:  # noqa: BLE001 - any loader failure means a bad checkpoint

@@ -43,6 +43,8 @@ from simroll.rollout.episode import (
     run_episode,
 )
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec
+from simroll.rollout.threads import limit_worker_threads
+from simroll.rollout.worker_start import preload_modules
 
 # Builds the observer of one episode inside the worker that runs it, or None to leave the
 # episode unobserved; must pickle (a frozen dataclass of paths and settings). A factory may name
@@ -130,6 +132,7 @@ def _vector_worker_main(connection: Connection, job: EpisodeJob) -> None:
     """A vector worker: run each ``(spec, attempt)`` received, saying "started" first."""
     # Ctrl-C reaches the whole process group; the parent decides and terminates its workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    limit_worker_threads()  # one thread per library: workers ~ cores (simroll.rollout.threads)
     pool = EnvPool(job.env_config)
     try:
         while True:
@@ -228,7 +231,7 @@ def run_vector(
         # job's observers name in ``worker_modules`` (LeRobot's dataset stack for dataset
         # shards: seconds per worker otherwise). No effect once the server runs.
         observer_modules = [m for f in job.observers for m in getattr(f, "worker_modules", ())]
-        context.set_forkserver_preload([__name__, *observer_modules])
+        context.set_forkserver_preload([*preload_modules(job.policy_factory), *observer_modules])
     attempts = attempts or {}
     queue = deque(specs)
     pool = [_VectorWorker(context, job) for _ in range(min(workers, len(specs)))]
@@ -280,6 +283,7 @@ class _RayWorker:
     """A Ray actor: one env pool and one job for its whole life."""
 
     def __init__(self, job: EpisodeJob) -> None:
+        limit_worker_threads()
         self.job = job
         self.pool = EnvPool(job.env_config)
 

@@ -7,13 +7,14 @@ and torch's global generator (a stochastic policy's sampling noise) is seeded wi
 
 The policy is built per episode by ``policy_factory(env)`` (privileged experts need the env they
 control; learned policies ignore it) and must offer ``reset()`` and ``select_action(obs)``. Each
-``select_action`` call is timed (``time.perf_counter``) and the total and count go into the
-record; the wall times, the attempt number and an error's traceback text are the record's
-measurements, outside its receipt, so rerunning a spec gives the same receipt (see
-:mod:`simroll.rollout.records`). An optional control delay of ``k`` steps applies the action
-computed from the observation at step ``t`` at step ``t + k`` (until then the hand holds still and
-the gripper keeps its last command), so a slow policy can be scored under the timing it would
-really have.
+``select_action`` call is timed (``time.perf_counter``, less the time the env spent rendering
+camera images the policy read for the first time: see ``simroll.envs.sensing.LazyImages``) and
+the total and count go into the record; the wall times, the attempt number and an error's
+traceback text are the record's measurements, outside its receipt, so rerunning a spec gives
+the same receipt (see :mod:`simroll.rollout.records`). An optional control delay of ``k`` steps
+applies the action computed from the observation at step ``t`` at step ``t + k`` (until then the
+hand holds still and the gripper keeps its last command), so a slow policy can be scored under
+the timing it would really have.
 
 Whatever must see the episode as it runs (video frames, dataset frames, per-step readings) is an
 :class:`EpisodeObserver` passed in ``observers``: ``on_reset`` after the reset, ``on_step`` after
@@ -44,6 +45,7 @@ import gymnasium as gym
 import numpy as np
 
 import simroll.envs  # noqa: F401  (registers the envs)
+from simroll.envs.sensing import lazy_render_seconds
 from simroll.envs.wrappers import ControlDelay
 from simroll.policies.base import CountsNetworkEvaluations
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec
@@ -146,9 +148,9 @@ def measure_latency(
         obs, _ = env.reset(seed=spec.seed, options={"variation": spec.variation})
         policy.reset()
         for _ in range(calls):
-            start = time.perf_counter()
+            start, rendered = time.perf_counter(), lazy_render_seconds()
             action = policy.select_action(obs)
-            timings.append(time.perf_counter() - start)
+            timings.append(time.perf_counter() - start - (lazy_render_seconds() - rendered))
             obs, _, terminated, truncated, _ = env.step(np.asarray(action, dtype=np.float32))
             if terminated or truncated:
                 break
@@ -201,9 +203,9 @@ def run_episode(
         for observer in observers:
             observer.on_reset(env, obs, info, policy)
         while True:
-            start = time.perf_counter()
+            start, rendered = time.perf_counter(), lazy_render_seconds()
             action = policy.select_action(obs)
-            compute += time.perf_counter() - start
+            compute += time.perf_counter() - start - (lazy_render_seconds() - rendered)
             calls += 1
             obs, _, terminated, truncated, info = delayed.step(action)
             applied = delayed.applied_action

@@ -14,12 +14,16 @@ command line") and :func:`simroll.evaluate` (where it means "passed") both apply
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from simroll.features import is_camera_key
+if TYPE_CHECKING:
+    from simroll.rollout.episode import EnvConfig
+
+from simroll.features import CAMERAS, image_key, is_camera_key
 
 # The policy config target that loads a checkpoint directory (``path``).
 CHECKPOINT_LOADER = "simroll.policies.lerobot.load_policy"
@@ -56,6 +60,37 @@ def checkpoint_env(policy: Mapping[str, Any] | None) -> tuple[dict[str, Any], Pa
     except (OSError, ValueError, AttributeError):
         reads_cameras = True  # a bad config.json is reported when the policy loads
     return record, path / ENV_RECORD, reads_cameras
+
+
+def cameras_read(policy: Mapping[str, Any] | None) -> tuple[str, ...] | None:
+    """The cameras the checkpoint that ``policy`` loads reads (its ``input_features``), in the
+    env's order; None when unknown (no checkpoint, or a config.json that cannot be read here: it
+    is reported when the policy loads)."""
+    from simroll.policies.checkpoint import CONFIG_FILE
+    from simroll.policies.lerobot import resolve_checkpoint
+
+    if not isinstance(policy, Mapping) or policy.get("_target_") != CHECKPOINT_LOADER:
+        return None
+    path = policy.get("path")
+    if not isinstance(path, str | Path) or str(path) in ("", "???"):
+        return None
+    try:
+        config = json.loads((resolve_checkpoint(str(path)) / CONFIG_FILE).read_text())
+        keys = [key for key in config.get("input_features") or {} if is_camera_key(key)]
+    except (OSError, ValueError, AttributeError, TypeError):
+        return None
+    return tuple(camera for camera in CAMERAS if image_key(camera) in keys)
+
+
+def only_cameras_read(env: EnvConfig, policy: Mapping[str, Any] | None) -> EnvConfig:
+    """``env`` rendering only the cameras ``policy``'s checkpoint reads (the env's ``cameras``
+    argument), when that is a known, proper subset of the env's cameras; else ``env``. The
+    observations the policy reads are the same, so episodes are too (tested); a run that
+    records datasets keeps every camera."""
+    cameras = cameras_read(policy)
+    if env.obs_mode != "full" or not cameras or set(cameras) >= set(CAMERAS):
+        return env
+    return dataclasses.replace(env, kwargs={**env.kwargs, "cameras": cameras})
 
 
 def apply_checkpoint_env(
