@@ -40,17 +40,10 @@ from simroll.cli.rundir import (  # noqa: E402
     job_output_dir,
     one_line_errors,
 )
+from simroll.evaluation import CONFIG_KEYS  # noqa: E402  (the command line's names of arguments)
 from simroll.policies.resolve import resolve_policy  # noqa: E402
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "_data" / "configs")
-# How the command line spells the library's arguments, for the messages of validate_arguments.
-CONFIG_KEYS = {
-    "tasks": "env.tasks",
-    "objects": "env.objects",
-    "variations": "env.variations",
-    "backend": "backend.name",
-    "workers": "backend.workers",
-}
 
 
 def reference_name() -> str:
