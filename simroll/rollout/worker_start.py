@@ -3,8 +3,9 @@
 ``vector`` workers are forked from a ``forkserver`` process (never from a process with a GL
 context). Whatever that server imported, every worker inherits: the episode engine always, and
 with the fast paths on (``simroll._speedups``) the module of the job's policy factory, plus
-LeRobot's policy stack when the factory loads LeRobot checkpoints (``simroll.policies.preload``:
-8-10 s of CPU per process on 2 cores, paid once instead of once per worker).
+LeRobot's policy stack when the factory loads LeRobot checkpoints
+(``simroll.rollout.preload_lerobot``: 8-10 s of CPU per process on 2 cores, paid once instead of
+once per worker).
 
 :func:`start_worker_server` starts that server now, so that its imports run while this process
 is still busy (parsing configs, loading the policy once to check it) instead of after it, when
@@ -22,7 +23,7 @@ from simroll import _speedups
 
 ENGINE = "simroll.rollout.backends"
 # policy factory module -> modules to import with it in the fork server
-WITH_MODULE = {"simroll.policies.lerobot": ("simroll.policies.preload",)}
+WITH_MODULE = {"simroll.policies.lerobot": ("simroll.rollout.preload_lerobot",)}
 
 
 def _factory_module(policy_factory: Any) -> str | None:

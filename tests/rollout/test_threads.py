@@ -90,7 +90,7 @@ def test_fork_server_preloads_the_policy_stack_of_simroll_factories(monkeypatch)
     assert preload_modules(checkpoint) == [
         ENGINE,
         "simroll.policies.lerobot",
-        "simroll.policies.preload",
+        "simroll.rollout.preload_lerobot",
     ]
     assert preload_modules("simroll.policies.lerobot.load_policy") == preload_modules(checkpoint)
     assert preload_modules(SoftExpert) == [ENGINE, "simroll.experts.soft"]
