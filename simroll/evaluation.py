@@ -31,7 +31,7 @@ import json
 import math
 import shutil
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -157,11 +157,13 @@ class EvalPlan:
     config: dict[str, Any] = field(default_factory=dict)
 
 
-def check_choice(key: str, values: Sequence[Any], valid: Sequence[Any]) -> None:
-    """ConfigError unless every one of ``values`` is in ``valid``."""
+def check_choice(
+    key: str, values: Sequence[Any], valid: Collection[Any], error: type[ValueError] = ConfigError
+) -> None:
+    """``error`` (ConfigError by default) unless every one of ``values`` is in ``valid``."""
     for value in values:
         if value not in valid:
-            raise ConfigError(f"{key}: unknown value {value!r}; expected one of {sorted(valid)}")
+            raise error(f"{key}: unknown value {value!r}; expected one of {sorted(valid)}")
 
 
 def _is_int(value: Any, minimum: int) -> bool:

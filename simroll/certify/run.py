@@ -41,6 +41,7 @@ from simroll.certify.settings import CareSettings, CertifyArgumentError
 from simroll.cli.rundir import check_path_name
 from simroll.envs.soft import TASKS
 from simroll.envs.variations import VARIATIONS
+from simroll.evaluation import check_choice
 from simroll.policies.resolve import ResolvedPolicy, resolve_policy
 from simroll.report import write_html_report_or_warn
 from simroll.rollout.backends import BACKENDS, EpisodeJob
@@ -120,12 +121,8 @@ class CertificationPlan:
         }
 
 
-def _check_choice(key: str, values: Sequence[Any], valid: Collection[str]) -> None:
-    for value in values:
-        if value not in valid:
-            raise CertifyArgumentError(
-                f"{key}: unknown value {value!r}; expected one of {sorted(valid)}"
-            )
+def _choice(key: str, values: Sequence[Any], valid: Collection[str]) -> None:
+    check_choice(key, values, valid, error=CertifyArgumentError)
 
 
 def _check_int(key: str, value: Any, minimum: int) -> int:
@@ -183,12 +180,12 @@ def validate_arguments(
         )
     if len(set(names)) != len(names):
         raise CertifyArgumentError(f"candidate names must be unique, got {names}")
-    _check_choice("design", [design], DESIGNS)
-    _check_choice("cost", [cost], COST_MEASURES)
-    _check_choice(keys.get("tasks", "tasks"), tasks, TASKS)
-    _check_choice(keys.get("objects", "objects"), objects, list_objects())
-    _check_choice(keys.get("variations", "variations"), variations, VARIATIONS)
-    _check_choice(keys.get("backend", "backend"), [backend], BACKENDS)
+    _choice("design", [design], DESIGNS)
+    _choice("cost", [cost], COST_MEASURES)
+    _choice(keys.get("tasks", "tasks"), tasks, TASKS)
+    _choice(keys.get("objects", "objects"), objects, list_objects())
+    _choice(keys.get("variations", "variations"), variations, VARIATIONS)
+    _choice(keys.get("backend", "backend"), [backend], BACKENDS)
     _check_int("episodes", episodes, 1)
     _check_int("batch", batch, 1)
     _check_int("reference_cost_episodes", reference_cost_episodes, 0)

@@ -31,6 +31,7 @@ from simroll.rollout.manifest import (
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec
 from simroll.rollout.runner import make_specs
 from simroll.rollout.store import RECORDS_FILENAME, RecordStore, StoreContents
+from simroll.rollout.video import video_name
 from simroll.scoring.dsr import GroupSummary, summarise
 
 CERTIFICATE_FILENAME = "certificate.json"
@@ -369,11 +370,6 @@ def _expected_from_config(run: EvalRun) -> bool:
         )
         return False
     return True
-
-
-def video_name(spec: EpisodeSpec) -> str:
-    """The file name ``simroll eval`` gives the video of ``spec``."""
-    return spec.key.replace("/", "_") + ".mp4"
 
 
 def _read_videos(run: EvalRun) -> None:
