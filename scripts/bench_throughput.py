@@ -42,6 +42,7 @@ import functools
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -516,6 +517,7 @@ def run_throughput(
             "wall_s": values,
             "episodes_per_min": [60 * episodes / value for value in values],
             "episodes_per_min_best": 60 * episodes / best,
+            "episodes_per_min_median": 60 * episodes / statistics.median(values),
         }
         if totals.get(name):
             # sum of the episodes' own wall times (run_episode, one worker's view): with the

@@ -62,7 +62,7 @@ from simroll.rollout.settings import (
 )
 from simroll.rollout.store import RecordStore
 from simroll.rollout.video import DEFAULT_SIZE, EpisodeVideos
-from simroll.scoring.summary import write_report
+from simroll.scoring.summary import import_report_modules, write_report
 
 ENV_DEFAULTS = Path(__file__).resolve().parent / "_data" / "configs" / "env" / "soft_suite.yaml"
 VIDEOS_DIRNAME = "videos"
@@ -424,6 +424,8 @@ def run_evaluation(plan: EvalPlan, echo: Callable[..., None] = print) -> RunResu
         check_policy_loads(policy.factory, env_config, specs[0])
     except ValueError as exc:  # PolicyLoadError, AssetError, bad policy arguments
         raise ConfigError(f"policy {policy.name!r} cannot run on {specs[0].task}: {exc}") from exc
+    if plan.backend != "local":  # the workers are still starting (importing their policy stack)
+        import_report_modules()
     delay = plan.control_delay_steps
     if plan.policy_latency_s is not None:
         if plan.policy_latency_s == "measured":

@@ -15,8 +15,6 @@ import operator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from statsmodels.stats.proportion import proportion_confint
-
 INTERVAL_METHODS: dict[str, str] = {
     "beta": "Clopper-Pearson (exact)",
     "wilson": "Wilson score",
@@ -64,6 +62,10 @@ def binomial_rate(successes: int, trials: int, method: str = "beta", alpha: floa
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     if trials == 0:
         return Rate(successes, trials, math.nan, 0.0, 1.0, method, alpha)
+    # imported here: statsmodels takes 1-2 s to import, and importing this module is on the
+    # start-up path of every command (the parallel workers wait for it)
+    from statsmodels.stats.proportion import proportion_confint
+
     low, high = proportion_confint(successes, trials, alpha=alpha, method=method)
     # Clip float round-off so that intervals are always inside [0, 1].
     low, high = max(0.0, float(low)), min(1.0, float(high))

@@ -32,6 +32,15 @@ _ERRORS_LISTED = 10  # errored episodes named in summary.md; summary.json lists 
 PACKAGES = ("simroll", "mujoco", "gymnasium", "lerobot", "torch", "numpy", "scipy", "statsmodels")
 
 
+def import_report_modules() -> None:
+    """Import what writing the report needs (statsmodels for the intervals, matplotlib for the
+    plot: 1-2 s of CPU) now. A parallel run calls this while its workers are still starting, so
+    the imports do not wait until after the last episode."""
+    import matplotlib.backends.backend_agg  # noqa: F401
+    import matplotlib.figure  # noqa: F401
+    import statsmodels.stats.proportion  # noqa: F401
+
+
 def provenance(config: dict[str, Any] | None = None) -> dict[str, Any]:
     root = Path(__file__).resolve().parents[2]
 
