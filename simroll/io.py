@@ -9,10 +9,16 @@ content in memory; :func:`atomic_path` does it for writers that want a path of t
 (matplotlib's ``savefig``, safetensors, numpy, a video encoder): its temporary path ends with the
 target's suffix, so a writer that picks its format by the file name still picks the right one.
 Files are made readable by everyone (0644): they are results, meant to be read.
+
+Append-only logs (``records.jsonl``, a dataset's ``simroll_episodes.jsonl``) are not replaced but
+appended to: :func:`locked_append` opens one for appending under an exclusive ``flock`` (so two
+processes never interleave lines) and :func:`append_durably` writes a line with a single
+``O_APPEND`` write and fsyncs it before returning.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import tempfile
@@ -77,3 +83,27 @@ def fsync_path(path: str | os.PathLike[str]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+@contextmanager
+def locked_append(path: str | os.PathLike[str]) -> Iterator[int]:
+    """Yield a descriptor of ``path`` (created if missing) opened for reading and appending,
+    holding an exclusive ``flock`` on it until the block ends."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, _MODE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def append_durably(fd: int, data: bytes, path: str | os.PathLike[str]) -> int:
+    """Append ``data`` to the file ``fd`` (from :func:`locked_append` on ``path``) in one write
+    and fsync it; a short write raises ``OSError`` naming ``path``. Returns the bytes written."""
+    written = os.write(fd, data)
+    os.fsync(fd)
+    if written != len(data):
+        raise OSError(f"short write to {path}: {written} of {len(data)} bytes")
+    return written

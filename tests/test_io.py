@@ -65,3 +65,22 @@ def test_bytes_and_numpy_writers_go_through_the_same_replace(tmp_path):
 def test_the_store_re_exports_the_one_writer():
     assert store.write_json_atomic is io.write_json_atomic
     assert store.write_text_atomic is io.write_text_atomic
+
+
+def test_append_durably_appends_whole_lines_under_the_lock(tmp_path):
+    import fcntl
+
+    from simroll.io import append_durably, locked_append
+
+    path = tmp_path / "sub" / "log.jsonl"
+    for index in range(3):
+        with locked_append(path) as fd:
+            # the lock is held: another descriptor cannot take it without blocking
+            other = os.open(path, os.O_RDONLY)
+            try:
+                with pytest.raises(BlockingIOError):
+                    fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            finally:
+                os.close(other)
+            assert append_durably(fd, f'{{"i": {index}}}\n'.encode(), path) == 9
+    assert path.read_text().splitlines() == ['{"i": 0}', '{"i": 1}', '{"i": 2}']

@@ -37,7 +37,6 @@ keeps the video encoders and the ``datasets`` library's progress bars off the co
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import io
 import json
 import logging
@@ -63,6 +62,7 @@ from simroll.features import IMAGE_NAMES as IMAGE_NAMES
 from simroll.features import STATE_NAMES as STATE_NAMES
 from simroll.features import TACTILE_IMAGE_SIZE as TACTILE_IMAGE_SIZE
 from simroll.features import tactile_image as tactile_image
+from simroll.io import append_durably, locked_append
 from simroll.policies.base import LabelsActions
 from simroll.rollout.episode import EnvConfig, EnvPool, EpisodeObserver, PolicyFactory, run_episode
 from simroll.rollout.lerobot_io import create_dataset, quiet_media_logs, quiet_progress
@@ -422,18 +422,9 @@ def _json_line(row: Mapping[str, Any]) -> str:
 
 
 def _append_line(path: Path, row: dict[str, Any]) -> None:
-    """Append one JSON line with a single ``O_APPEND`` write under ``flock``, then fsync."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = _json_line(row).encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        written = os.write(fd, data)
-        if written != len(data):
-            raise OSError(f"short write to {path}: {written} of {len(data)} bytes")
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """Append one JSON line durably, under the file's lock (:mod:`simroll.io`)."""
+    with locked_append(path) as fd:
+        append_durably(fd, _json_line(row).encode(), path)
 
 
 def load_episode_meta(root: str | os.PathLike[str]) -> dict[int, dict[str, Any]]:

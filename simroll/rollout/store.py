@@ -17,13 +17,12 @@ the store are written atomically with :mod:`simroll.io`, whose :func:`write_json
 
 from __future__ import annotations
 
-import fcntl
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from simroll.io import fsync_path
+from simroll.io import append_durably, fsync_path, locked_append
 from simroll.io import write_json_atomic as write_json_atomic  # re-exported
 from simroll.io import write_text_atomic as write_text_atomic  # re-exported
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec
@@ -171,9 +170,7 @@ class RecordStore:
         key = record.spec.key
         self.run_dir.mkdir(parents=True, exist_ok=True)
         created = not self.path.exists()
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with locked_append(self.path) as fd:
             ends_with_newline = self._scan_new_lines(fd)
             stored = self._known.get(key)
             if stored is not None and not _is_retry_of(record, stored):
@@ -183,14 +180,8 @@ class RecordStore:
                     f"errored record, with extra['attempt'] = {attempt_of(stored) + 1}, may follow"
                 )
             data = (b"" if ends_with_newline else b"\n") + line + b"\n"
-            written = os.write(fd, data)
-            os.fsync(fd)
-            self._scanned_bytes += written
-            if written != len(data):
-                raise OSError(f"short write to {self.path}: {written} of {len(data)} bytes")
+            self._scanned_bytes += append_durably(fd, data, self.path)
             self._known[key] = record
-        finally:
-            os.close(fd)  # also releases the flock
         if created:
             fsync_path(self.run_dir)
 
