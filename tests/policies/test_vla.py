@@ -305,3 +305,38 @@ def test_word_tokenizer_maps_unknown_words_and_trims_padding():
     assert tokens.tolist() == [[2, 3, 4, 5], [4, PAD_ID, PAD_ID, PAD_ID]]
     assert tokenizer(["wibble"]).tolist() == [[UNK_ID]]
     assert tokenizer([""]).tolist() == [[PAD_ID]]
+
+
+def test_ignored_state_entries_cannot_change_the_action_chunk():
+    """A vision-only ablation leaves the grip forces out of observation.state: changing them must
+    change nothing, while changing a read entry (the jaw opening) does."""
+    from lerobot.configs import FeatureType, PolicyFeature
+
+    from simroll.features import STATE_NAMES
+    from simroll.policies.vla import SimVLAConfig, SimVLAPolicy
+
+    forces = ["grip_force_left", "grip_force_right"]
+    config = SimVLAConfig(
+        input_features={"observation.state": PolicyFeature(FeatureType.STATE, (12,))},
+        output_features={"action": PolicyFeature(FeatureType.ACTION, (5,))},
+        ignored_state=forces,
+        **TINY_VLA,
+    )
+    torch.manual_seed(0)
+    policy = SimVLAPolicy(config)
+    torch.nn.init.normal_(policy.model.action_out.weight)  # zero-initialised: make it speak
+    assert policy.model.state_in.in_features == 10
+    state = torch.randn(1, 12)
+    noise = torch.randn(1, 4, 5)
+
+    def chunk(values):
+        return policy.predict_action_chunk({"observation.state": values, "task": ["lift"]}, noise)
+
+    pushed = state.clone()
+    pushed[0, [STATE_NAMES.index(name) for name in forces]] += 5.0
+    assert torch.equal(chunk(state), chunk(pushed))
+    moved = state.clone()
+    moved[0, STATE_NAMES.index("jaw_opening")] += 5.0
+    assert not torch.allclose(chunk(state), chunk(moved))
+    with pytest.raises(ValueError, match="ignored_state must name distinct entries"):
+        SimVLAConfig(ignored_state=["grip_force"], **TINY_VLA)

@@ -20,7 +20,7 @@ from lerobot.optim import AdamWConfig
 from lerobot.optim.schedulers import CosineDecayWithWarmupSchedulerConfig
 from lerobot.utils.constants import OBS_STATE
 
-from simroll.features import FINGERS, TACTILE_KEY, TAXEL_GRID
+from simroll.features import FINGERS, STATE_NAMES, TACTILE_KEY, TAXEL_GRID
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +54,11 @@ class SimVLAConfig(PreTrainedConfig):
     with ``log1p(force / tactile_force_scale)`` instead. Any other input feature (such as
     ``observation.tactile_markers`` or ``observation.environment_state`` of a ``simroll collect``
     dataset) is dropped from ``input_features`` when the policy is built.
+
+    ``ignored_state`` names entries of ``observation.state`` (:data:`simroll.features.STATE_NAMES`)
+    that the model never reads (their columns are left out before the state token is made). A
+    vision-only ablation drops the tactile feature *and* ``grip_force_left``/``grip_force_right``,
+    the per-finger totals of the tactile maps that proprioception otherwise carries.
     """
 
     # Input / output structure.
@@ -80,6 +85,9 @@ class SimVLAConfig(PreTrainedConfig):
     tactile_shape: tuple[int, int, int] = (FINGERS, *TAXEL_GRID)  # fingers, rows, columns
     tactile_tokens: str = "finger"  # "finger": one token per finger; "row": one per taxel row
     tactile_force_scale: float = 0.01
+
+    # Proprioception: entries of observation.state (STATE_NAMES) the model leaves out.
+    ignored_state: list[str] = field(default_factory=list)
 
     # Language: a word-level tokenizer over a fixed vocabulary (ids 0 = <pad>, 1 = <unk>).
     vocabulary: list[str] = field(default_factory=lambda: list(DEFAULT_VOCABULARY))
@@ -165,6 +173,12 @@ class SimVLAConfig(PreTrainedConfig):
             )
         if not self.tactile_force_scale > 0:
             raise ValueError(f"tactile_force_scale must be > 0, got {self.tactile_force_scale!r}")
+        unknown = [name for name in self.ignored_state if name not in STATE_NAMES]
+        if unknown or len(set(self.ignored_state)) != len(self.ignored_state):
+            raise ValueError(
+                f"ignored_state must name distinct entries of observation.state, got "
+                f"{list(self.ignored_state)!r}; expected names from {list(STATE_NAMES)}"
+            )
         if len(set(self.vocabulary)) != len(self.vocabulary):
             raise ValueError("vocabulary has repeated words")
 

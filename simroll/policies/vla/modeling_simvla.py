@@ -38,6 +38,7 @@ from lerobot.policies.pretrained import PreTrainedPolicy
 from lerobot.utils.constants import ACTION, OBS_STATE
 from torch import Tensor, nn
 
+from simroll.features import STATE_NAMES
 from simroll.policies.vla.configuration_simvla import SimVLAConfig
 
 PAD_ID, UNK_ID = 0, 1
@@ -184,7 +185,16 @@ class SimVLAModel(nn.Module):
             self.tactile_in = nn.Linear(per_token, dim)
             self.tactile_position = nn.Parameter(torch.randn(self.tactile_tokens, dim) * 0.02)
         if self.has_state:
-            self.state_in = nn.Linear(config.robot_state_feature.shape[0], dim)
+            state_size = config.robot_state_feature.shape[0]
+            kept = [i for i, name in enumerate(STATE_NAMES) if name not in config.ignored_state]
+            if config.ignored_state and state_size != len(STATE_NAMES):
+                raise ValueError(
+                    f"ignored_state needs observation.state of {len(STATE_NAMES)} entries "
+                    f"({list(STATE_NAMES)}), got shape {tuple(config.robot_state_feature.shape)}"
+                )
+            # the columns of observation.state the model reads (all unless ignored_state is set)
+            self.state_columns = kept if config.ignored_state else None
+            self.state_in = nn.Linear(len(kept) if config.ignored_state else state_size, dim)
             self.state_position = nn.Parameter(torch.randn(1, dim) * 0.02)
         self.word_embedding = nn.Embedding(self.tokenizer.size, dim, padding_idx=PAD_ID)
         self.word_position = nn.Parameter(torch.randn(config.max_instruction_tokens, dim) * 0.02)
@@ -240,7 +250,10 @@ class SimVLAModel(nn.Module):
         if self.has_tactile:
             parts.append(self.touch_tokens(batch[self.config.tactile_feature]))
         if self.has_state:
-            parts.append((self.state_in(batch[OBS_STATE]) + self.state_position).unsqueeze(1))
+            state = batch[OBS_STATE]
+            if self.state_columns is not None:
+                state = state[..., self.state_columns]
+            parts.append((self.state_in(state) + self.state_position).unsqueeze(1))
         reference = parts[0]
         batch_size, device = reference.shape[0], reference.device
         words = self.instruction_tokens(batch, batch_size, device)
