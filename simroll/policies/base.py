@@ -9,7 +9,7 @@ queue behind them). The optional abilities below are runtime-checkable, so a con
 counts its network evaluations (the deterministic compute cost records and certificates use), one
 that names itself for records, one that declares its action space, and one that labels each step
 with an action other than the one it executes (noise-injected demonstrations store the clean
-action). Structural typing means a policy needs no base class: having the members is enough.
+action), and an expert that can label any state (the labeller of interactive imitation). Structural typing means a policy needs no base class: having the members is enough.
 """
 
 from __future__ import annotations
@@ -59,6 +59,16 @@ class DeclaresActionSpace(Protocol):
     env's before certification runs it."""
 
     action_space: Any
+
+
+@runtime_checkable
+class LabelsStates(Protocol):
+    """A privileged expert that can label any state, not only those on its own path: its
+    ``select_action(obs)`` depends on the current simulator state alone (no memory of earlier
+    steps of the episode that changes the action), so it may be asked at states another policy
+    drove the env into. Interactive imitation (DAgger) needs this of its labeller."""
+
+    labels_any_state: bool
 
 
 def policy_name(policy: object) -> str:
