@@ -153,6 +153,7 @@ class EvalPlan:
     videos: int = 0
     video_size: tuple[int, int] = DEFAULT_SIZE
     record: bool = False
+    record_tactile_image: bool | None = None
     progress: bool = True
     config: dict[str, Any] = field(default_factory=dict)
 
@@ -274,6 +275,7 @@ def evaluate(
     videos: int = 0,
     video_size: tuple[int, int] = DEFAULT_SIZE,
     record: bool = False,
+    record_tactile_image: bool | None = None,
     progress: bool = True,
     policy_name: str | None = None,
 ) -> RunResult:
@@ -292,7 +294,9 @@ def evaluate(
     ``local``, ``vector`` or ``ray`` with ``workers``. ``output_dir`` (default
     ``runs/eval/<time>``) resumes when it holds a run made with the same settings. ``videos``:
     how many episodes to film (chosen before the run, see :func:`choose_video_specs`) at
-    ``video_size`` (height, width); ``record``: also write the episodes as a LeRobotDataset.
+    ``video_size`` (height, width); ``record``: also write the episodes as a LeRobotDataset,
+    with ``observation.images.tactile`` when ``record_tactile_image`` (None: when the
+    observations have camera images), so that it can join a ``simroll collect`` dataset.
     ``progress`` shows the progress bar and the run's messages.
     """
     defaults = env_defaults()
@@ -353,6 +357,7 @@ def evaluate(
         videos=videos,
         video_size=(int(video_size[0]), int(video_size[1])),
         record=record,
+        record_tactile_image=record_tactile_image,
         progress=progress,
     )
     config = {
@@ -368,6 +373,8 @@ def evaluate(
         "record": record,
         "video": {"episodes": videos, "size": list(plan.video_size)},
     }
+    if record_tactile_image is not None:
+        config["record_tactile_image"] = bool(record_tactile_image)
     return run_evaluation(dataclasses.replace(plan, config=config), echo=echo)
 
 
@@ -452,7 +459,9 @@ def run_evaluation(plan: EvalPlan, echo: Callable[..., None] = print) -> RunResu
     videos = EpisodeVideos(
         run_dir / VIDEOS_DIRNAME, frozenset(spec.key for spec in video_specs), plan.video_size
     )
-    shards = _dataset_shards(run_dir, policy.name) if plan.record else None
+    shards = (
+        _dataset_shards(run_dir, policy.name, plan.record_tactile_image) if plan.record else None
+    )
     observers: tuple[ObserverFactory, ...] = tuple(
         factory for factory in (videos if video_specs else None, shards) if factory is not None
     )
@@ -511,11 +520,15 @@ def run_evaluation(plan: EvalPlan, echo: Callable[..., None] = print) -> RunResu
     )
 
 
-def _dataset_shards(run_dir: Path, policy_name: str):
+def _dataset_shards(run_dir: Path, policy_name: str, tactile_image: bool | None = None):
     # Imported here: LeRobot's dataset stack takes seconds to import.
     from simroll.rollout.dataset import DatasetShards
 
-    return DatasetShards(run_dir / SHARDS_DIRNAME, repo_id=f"simroll/eval_{policy_name}")
+    return DatasetShards(
+        run_dir / SHARDS_DIRNAME,
+        repo_id=f"simroll/eval_{policy_name}",
+        with_tactile_image=tactile_image,
+    )
 
 
 def _remove_partial_outputs(run_dir: Path) -> None:

@@ -131,10 +131,26 @@ class CertifySchema:
 
 
 @dataclass
+class DaggerSchema:
+    """``dagger`` of configs/train.yaml (simroll.train.dagger.DaggerConfig)."""
+
+    rounds: int = MISSING
+    episodes_per_round: int = MISSING
+    steps_per_round: int = MISSING
+    beta: float = MISSING
+    beta_decay: float = MISSING
+    final_episodes: int = MISSING
+    labeller: str = MISSING
+    seed: int = MISSING
+
+
+@dataclass
 class TrainSchema:
     """configs/train.yaml."""
 
     env: EnvSchema = field(default_factory=EnvSchema)
+    backend: BackendSchema = field(default_factory=BackendSchema)
+    dagger: DaggerSchema = field(default_factory=DaggerSchema)
     policy: Any = MISSING  # open: a policy config with its `train` recipe
     dataset: str = MISSING
     steps: int = MISSING

@@ -4,8 +4,11 @@
 (``policy.train``: LeRobot policy type, input features, config overrides) and the dataset root
 (``dataset``; made by ``simroll collect``), trains with :func:`simroll.train.trainer.train`, and
 leaves ``<output_dir>/{metrics.csv,metrics.json,checkpoints/last}``, holding ``output_dir``'s
-lock while it trains. ``-m`` multiruns sweep over overrides (e.g. ``seed=0,1``); every job writes
-to its own ``<output_dir>/<job number>``.
+lock while it trains. With ``dagger.rounds=N`` (N > 0) it runs interactive imitation instead
+(:func:`simroll.train.dagger.run_dagger`: rollouts on ``env``'s tasks and objects through
+``backend``, labelled by ``dagger.labeller``), leaving ``round_XX/``, ``final_round_XX/``, ``dagger.json``
+and ``dagger.png``; rerunning the same command resumes it. ``-m`` multiruns sweep over
+overrides (e.g. ``seed=0,1``); every job writes to its own ``<output_dir>/<job number>``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from simroll.cli.rundir import (
     job_output_dir,
     one_line_errors,
 )
+from simroll.train.dagger import DaggerConfig, DaggerError, run_dagger
 from simroll.train.trainer import TrainConfig, TrainingDataError, train
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "_data" / "configs")
@@ -51,6 +55,8 @@ def run(cfg: DictConfig) -> dict:
         ema_decay=recipe.get("ema_decay"),
         init_from=None if cfg.get("init_from") is None else str(cfg.init_from),
     )
+    if cfg.dagger.rounds > 0:
+        return _dagger(cfg, train_config, output_dir)
     with hold_run_dir(output_dir):
         try:
             summary = train(train_config, progress=cfg.progress)
@@ -67,12 +73,62 @@ def run(cfg: DictConfig) -> dict:
     return summary
 
 
+def dagger_config(cfg: DictConfig) -> DaggerConfig:
+    """The :class:`DaggerConfig` of a ``simroll train`` config (its ``dagger``, ``env`` and
+    ``backend`` sections); the labeller is a policy config name."""
+    from simroll.policies.resolve import policy_config
+
+    section = cfg.dagger
+    return DaggerConfig(
+        rounds=section.rounds,
+        episodes_per_round=section.episodes_per_round,
+        steps_per_round=section.steps_per_round,
+        beta=section.beta,
+        beta_decay=section.beta_decay,
+        final_episodes=section.final_episodes,
+        labeller=policy_config(section.labeller),
+        suite=cfg.env.suite,
+        tasks=tuple(cfg.env.tasks),
+        objects=tuple(cfg.env.objects),
+        variations=tuple(cfg.env.variations),
+        rigid_twin=cfg.env.rigid_twin,
+        backend=cfg.backend.name,
+        workers=cfg.backend.workers,
+        seed=section.seed,
+    )
+
+
+def _dagger(cfg: DictConfig, train_config: TrainConfig, output_dir: Path) -> dict:
+    dagger = dagger_config(cfg)
+    with hold_run_dir(output_dir):
+        try:
+            metrics = run_dagger(train_config, dagger, progress=cfg.progress)
+        except KeyboardInterrupt:
+            raise Interrupted(
+                f"interrupted: DAgger stopped; rerun the same command to continue from its last "
+                f"finished stage in {output_dir}"
+            ) from None
+    final = metrics.get("final")
+    print(
+        f"dagger: {dagger.rounds} round(s), dataset now {metrics['dataset_episodes']} episodes; "
+        f"checkpoint {metrics['checkpoint']}"
+        + (
+            f"; final TSR {final['tsr']['rate']:.2f}, DSR {final['dsr']['rate']:.2f} "
+            f"({final['episodes']} episodes)"
+            if final
+            else ""
+        )
+        + f"; metrics {output_dir / 'dagger.json'}, plot {output_dir / 'dagger.png'}"
+    )
+    return metrics
+
+
 @hydra.main(config_path=CONFIG_DIR, config_name="train", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> None:
     with one_line_errors("train"):
         try:
             run(cfg)
-        except (TrainingDataError, ValueError) as exc:
+        except (TrainingDataError, DaggerError, ValueError) as exc:
             print(f"simroll train: error: {exc}", file=sys.stderr)
             sys.exit(2)
 

@@ -350,8 +350,6 @@ def merge_shards(
     episode ``i`` of the result is ``records[i]``. Returns (episodes, frames).
 
     Every record must have its shard (:meth:`DatasetShards.has_shard_of`), else ValueError."""
-    from lerobot.datasets.aggregate import aggregate_datasets
-
     if not records:
         raise ValueError("merge_shards needs at least one record")
     missing = [r.spec.key for r in records if not shards.has_shard_of(r)]
@@ -360,11 +358,45 @@ def merge_shards(
             f"{len(missing)} episode(s) have no shard under {shards.root} holding their record "
             f"(first: {missing[0]}); expected one finished shard per record"
         )
+    sources = [shards.path(record.spec) for record in records]
+    return join_datasets(sources, root, repo_id=shards.repo_id)
+
+
+def join_datasets(
+    sources: Sequence[str | os.PathLike[str]],
+    root: str | os.PathLike[str],
+    *,
+    repo_id: str,
+    tags: Sequence[Mapping[str, Any] | None] | None = None,
+) -> tuple[int, int]:
+    """Join the LeRobotDatasets at ``sources`` (same features), in that order, into one dataset
+    at ``root`` with LeRobot's ``aggregate_datasets`` (replacing what is there, via a temporary
+    folder and a rename), and write its ``simroll_episodes.jsonl``: every source's rows in
+    episode order, re-indexed, with ``tags[i]``'s entries added to source ``i``'s rows where a row
+    does not already have them (a DAgger round marks the episodes it adds). Every source must
+    have the rows of all its episodes. Returns (episodes, frames)."""
+    from lerobot.datasets.aggregate import aggregate_datasets
+
+    if not sources:
+        raise ValueError("join_datasets needs at least one source dataset")
+    tags = list(tags) if tags is not None else [None] * len(sources)
+    if len(tags) != len(sources):
+        raise ValueError(f"got {len(tags)} tags for {len(sources)} source datasets")
+    sources = [Path(source) for source in sources]
+    source_rows = []
+    for source in sources:
+        rows = load_episode_meta(source)
+        expected = json.loads((source / "meta" / "info.json").read_text())["total_episodes"]
+        if sorted(rows) != list(range(expected)):
+            raise ValueError(
+                f"{source / EPISODES_META} has rows for episodes {sorted(rows)[:5]}..., "
+                f"expected one row for each of the dataset's {expected} episodes"
+            )
+        source_rows.append([rows[index] for index in range(expected)])
     root = Path(root)
     staging = root.parent / f".{root.name}{SHARD_SUFFIX}"
     if staging.exists():
         shutil.rmtree(staging)
-    sources = [shards.path(record.spec) for record in records]
     quiet_media_logs()
     # aggregate_datasets draws tqdm bars on stderr (its errors are raised, not printed) and logs
     # each stage at INFO, which a Hydra command shows
@@ -374,23 +406,23 @@ def merge_shards(
     try:
         with quiet_progress(), contextlib.redirect_stderr(io.StringIO()):
             aggregate_datasets(
-                repo_ids=[shards.repo_id] * len(sources),
-                aggr_repo_id=shards.repo_id,
+                repo_ids=[repo_id] * len(sources),
+                aggr_repo_id=repo_id,
                 roots=sources,
                 aggr_root=staging,
             )
     finally:
         logger.setLevel(level)
-    rows = []
-    for index, source in enumerate(sources):
-        row = load_episode_meta(source)[0]
-        rows.append({**row, "episode_index": index})
-    write_text_atomic(staging / EPISODES_META, "".join(_json_line(row) for row in rows))
+    joined = []
+    for rows, tag in zip(source_rows, tags, strict=True):
+        for row in rows:
+            joined.append({**(tag or {}), **row, "episode_index": len(joined)})
+    write_text_atomic(staging / EPISODES_META, "".join(_json_line(row) for row in joined))
     _remove_empty_dirs(staging / "images")
     if root.exists():
         shutil.rmtree(root)
     staging.rename(root)
-    return len(rows), sum(int(row["frames"]) for row in rows)
+    return len(joined), sum(int(row["frames"]) for row in joined)
 
 
 def _remove_empty_dirs(top: Path) -> None:

@@ -1,0 +1,205 @@
+"""DAgger: the mixing policy labels with the expert, rounds grow the dataset, a run resumes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+import simroll.envs  # noqa: F401
+from simroll.policies.mixing import ExpertMixing, mixing_policy
+from simroll.rollout.dataset import load_episode_meta
+from simroll.train.dagger import DaggerConfig, DaggerError, run_dagger
+from simroll.train.trainer import TrainConfig
+
+from .test_trainer import INPUTS, TINY_DIFFUSION
+
+LABEL = np.array([0.1, -0.2, 0.3, 0.0, -0.5], dtype=np.float32)
+
+
+class ConstantLabeller:
+    """A labeller whose action depends on no state at all (so on the current state only)."""
+
+    labels_any_state = True
+
+    def __init__(self, env, value=None):
+        self.value = LABEL if value is None else np.asarray(value, dtype=np.float32)
+
+    def reset(self) -> None:
+        pass
+
+    def select_action(self, obs) -> np.ndarray:
+        return self.value.copy()
+
+
+class Counter:
+    """A learner whose action counts its calls (its queue advances every step)."""
+
+    def __init__(self, env=None):
+        self.calls = 0
+
+    def reset(self) -> None:
+        self.calls = 0
+
+    def select_action(self, obs) -> np.ndarray:
+        self.calls += 1
+        return np.full(5, self.calls / 1000.0, dtype=np.float32)
+
+
+class Remembers:
+    """An expert that cannot label states it did not reach (no labels_any_state)."""
+
+    def reset(self) -> None:
+        pass
+
+    def select_action(self, obs) -> np.ndarray:
+        return np.zeros(5, dtype=np.float32)
+
+
+@pytest.fixture
+def env():
+    env = gym.make("simroll/SoftLift-v0", object="sponge")
+    env.reset(seed=3)
+    yield env
+    env.close()
+
+
+def test_mixing_refuses_an_expert_that_cannot_label_any_state(env):
+    with pytest.raises(ValueError, match="labels_any_state"):
+        ExpertMixing(Counter(), Remembers(), env)
+    with pytest.raises(ValueError, match="beta"):
+        ExpertMixing(Counter(), ConstantLabeller(env), env, beta=1.5)
+
+
+def test_learner_drives_and_the_expert_labels_every_step(env):
+    policy = mixing_policy(env, Counter, ConstantLabeller, beta=0.0)
+    policy.reset()
+    for step in range(1, 6):
+        action = policy.select_action(None)
+        np.testing.assert_array_equal(action, np.full(5, step / 1000.0, dtype=np.float32))
+        np.testing.assert_array_equal(policy.action_label, LABEL)
+    assert policy.expert_steps == 0 and "beta=0" in policy.policy_id
+
+
+def test_beta_mixing_is_seeded_and_leaves_the_env_stream_alone(env):
+    def coins(seed: int) -> list[bool]:
+        env.reset(seed=seed)
+        before = env.unwrapped.np_random.bit_generator.state
+        policy = ExpertMixing(Counter(), ConstantLabeller(env), env, beta=0.5)
+        policy.reset()
+        taken = [bool(np.array_equal(policy.select_action(None), LABEL)) for _ in range(200)]
+        assert env.unwrapped.np_random.bit_generator.state == before
+        assert sum(taken) == policy.expert_steps
+        assert policy.learner.calls == 200  # asked every step, even when the expert acts
+        return taken
+
+    first = coins(7)
+    assert first == coins(7) and first != coins(8)
+    assert 60 < sum(first) < 140
+
+
+@pytest.fixture(scope="module")
+def collected(lift_dataset, tmp_path_factory):
+    """The session's state dataset with the env record ``simroll collect`` writes."""
+    root = tmp_path_factory.mktemp("dagger_data") / "lift"
+    shutil.copytree(lift_dataset, root)
+    record = {
+        "env": {"obs_mode": "state", "image_size": 96, "gripper_mode": "continuous"},
+        "tactile_image": False,
+    }
+    (root / "meta" / "simroll_collect.yaml").write_text(yaml.safe_dump(record))
+    return root
+
+
+def _configs(dataset, out, rounds=2, steps_per_round=20):
+    train_config = TrainConfig(
+        str(dataset),
+        str(out),
+        "diffusion",
+        INPUTS,
+        TINY_DIFFUSION,
+        steps=30,
+        batch_size=16,
+        log_every=10,
+        checkpoint_every=1000,
+    )
+    dagger = DaggerConfig(
+        rounds=rounds,
+        episodes_per_round=1,
+        steps_per_round=steps_per_round,
+        beta=0.5,
+        final_episodes=1,
+        labeller={"_target_": f"{__name__}.ConstantLabeller", "_partial_": True},
+        tasks=("SoftLift",),
+        objects=("sponge",),
+    )
+    return train_config, dagger
+
+
+def _labelled_actions(root, round_index):
+    """The stored actions of the episodes round ``round_index`` added to the dataset at root."""
+    rows = load_episode_meta(root)
+    added = [index for index, row in rows.items() if row["dagger_round"] == round_index]
+    frames = pd.concat(pd.read_parquet(path) for path in sorted(root.glob("data/*/*.parquet")))
+    chosen = frames[frames["episode_index"].isin(added)]
+    return np.stack(chosen["action"].to_numpy()), len(added)
+
+
+def test_rounds_label_grow_the_dataset_and_resume(collected, tmp_path):
+    out = tmp_path / "dagger"
+    train_config, dagger = _configs(collected, out)
+    metrics = run_dagger(train_config, dagger, progress=False, echo=lambda *a: None)
+
+    base_episodes = json.loads((collected / "meta" / "info.json").read_text())["total_episodes"]
+    assert [entry["round"] for entry in metrics["rounds"]] == [0, 1, 2]
+    for index in (1, 2):
+        entry = metrics["rounds"][index]
+        assert entry["rollouts"]["beta"] == pytest.approx(0.5 * 0.5 ** (index - 1))
+        assert entry["dataset"]["episodes"] == base_episodes + index
+        assert entry["train"]["steps"] == 20 and entry["train"]["dataset_episodes"] == (
+            base_episodes + index
+        )
+        actions, added = _labelled_actions(out / f"round_{index:02d}" / "dataset", index)
+        assert added == 1
+        assert len(actions) == entry["dataset"]["labelled_frames"] > 0
+        # every visited state carries the labeller's action, whoever acted
+        np.testing.assert_allclose(actions, np.tile(LABEL, (len(actions), 1)), atol=1e-6)
+    rows = load_episode_meta(out / "round_02" / "dataset")
+    assert sorted(row["dagger_round"] for row in rows.values()) == [0] * base_episodes + [1, 2]
+    assert 0.0 <= metrics["final"]["tsr"]["rate"] <= 1.0 and metrics["final"]["episodes"] == 1
+    stored = json.loads((out / "dagger.json").read_text())
+    assert stored["rounds"] == json.loads(json.dumps(metrics["rounds"]))
+    assert (out / "dagger.png").stat().st_size > 1000
+
+    # rerun: every stage is found finished, nothing trains again
+    stamp = (out / "round_02" / "train" / "metrics.json").stat().st_mtime_ns
+    again = run_dagger(train_config, dagger, progress=False, echo=lambda *a: None)
+    assert (out / "round_02" / "train" / "metrics.json").stat().st_mtime_ns == stamp
+    assert again["rounds"] == json.loads(json.dumps(metrics["rounds"]))
+
+    # other settings are refused; more rounds continue the run
+    other = _configs(collected, out, steps_per_round=21)
+    with pytest.raises(DaggerError, match="dagger.steps_per_round"):
+        run_dagger(*other, progress=False, echo=lambda *a: None)
+    longer = _configs(collected, out, rounds=3)
+    extended = run_dagger(*longer, progress=False, echo=lambda *a: None)
+    assert [entry["round"] for entry in extended["rounds"]] == [0, 1, 2, 3]
+    assert (out / "round_02" / "train" / "metrics.json").stat().st_mtime_ns == stamp
+
+
+def test_a_dataset_without_its_env_record_is_refused(lift_dataset, tmp_path):
+    train_config, dagger = _configs(lift_dataset, tmp_path / "d")
+    with pytest.raises(DaggerError, match="simroll_collect.yaml"):
+        run_dagger(train_config, dagger, progress=False, echo=lambda *a: None)
+
+
+def test_bad_settings_name_the_key():
+    with pytest.raises(DaggerError, match="dagger.rounds"):
+        DaggerConfig(rounds=0).check()
+    with pytest.raises(DaggerError, match="dagger.beta_decay"):
+        DaggerConfig(beta_decay=2.0).check()
