@@ -203,3 +203,23 @@ def test_bad_settings_name_the_key():
         DaggerConfig(rounds=0).check()
     with pytest.raises(DaggerError, match="dagger.beta_decay"):
         DaggerConfig(beta_decay=2.0).check()
+
+
+def test_a_round_on_the_vector_backend_gives_the_same_labelled_episodes(collected, tmp_path):
+    from simroll.rollout.store import RecordStore
+
+    outcomes, labels = {}, {}
+    for backend in ("local", "vector"):
+        train_config, dagger = _configs(collected, tmp_path / backend, rounds=1)
+        dagger.backend, dagger.episodes_per_round, dagger.final_episodes = backend, 2, 0
+        run_dagger(train_config, dagger, progress=False, echo=lambda *a: None)
+        stored = RecordStore(tmp_path / backend / "round_01" / "rollouts").load().records
+        # receipts hash the policy config, which names each run's own checkpoint path
+        outcomes[backend] = sorted(
+            (r.spec.key, r.success, r.steps, r.peak_deformation, r.termination_reason)
+            for r in stored.values()
+        )
+        labels[backend], added = _labelled_actions(tmp_path / backend / "round_01/dataset", 1)
+        assert added == 2
+    assert len(outcomes["local"]) == 2 and outcomes["local"] == outcomes["vector"]
+    np.testing.assert_array_equal(labels["local"], labels["vector"])
