@@ -6,9 +6,9 @@
 leaves ``<output_dir>/{metrics.csv,metrics.json,checkpoints/last}``, holding ``output_dir``'s
 lock while it trains. With ``dagger.rounds=N`` (N > 0) it runs interactive imitation instead
 (:func:`simroll.train.dagger.run_dagger`: rollouts on ``env``'s tasks and objects through
-``backend``, labelled by ``dagger.labeller``), leaving ``round_XX/``, ``final_round_XX/``, ``dagger.json``
-and ``dagger.png``; rerunning the same command resumes it. ``-m`` multiruns sweep over
-overrides (e.g. ``seed=0,1``); every job writes to its own ``<output_dir>/<job number>``.
+``backend``, labelled by ``dagger.labeller``), leaving ``round_XX/``, ``final_round_XX/``,
+``dagger.json`` and ``dagger.png``; rerunning the same command resumes it. ``-m`` multiruns sweep
+over overrides (e.g. ``seed=0,1``); every job writes to its own ``<output_dir>/<job number>``.
 """
 
 from __future__ import annotations

@@ -7,9 +7,10 @@ Every policy is a :class:`Policy`: ``reset()`` at the start of an episode and
 queue behind them). The optional abilities below are runtime-checkable, so a consumer asks
 ``isinstance(policy, CountsNetworkEvaluations)`` instead of probing attributes: a policy that
 counts its network evaluations (the deterministic compute cost records and certificates use), one
-that names itself for records, one that declares its action space, and one that labels each step
-with an action other than the one it executes (noise-injected demonstrations store the clean
-action), and an expert that can label any state (the labeller of interactive imitation).
+that names itself for records, one that adds its own counts to the record, one that declares its
+action space, one that labels each step with an action other than the one it executes
+(noise-injected demonstrations store the clean action), and an expert that can label any state
+(the labeller of interactive imitation).
 Structural typing means a policy needs no base class: having the members is enough.
 """
 
@@ -60,6 +61,14 @@ class DeclaresActionSpace(Protocol):
     env's before certification runs it."""
 
     action_space: Any
+
+
+@runtime_checkable
+class ReportsEpisodeExtras(Protocol):
+    """A policy with per-episode counts of its own for the record's ``extra`` (read once, when
+    the episode ends; e.g. how many steps a DAgger mixture let the expert act)."""
+
+    def episode_extras(self) -> dict[str, int | float | str]: ...
 
 
 @runtime_checkable

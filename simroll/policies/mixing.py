@@ -57,6 +57,10 @@ class ExpertMixing:
         learner = self.learner
         return learner.network_evaluations if isinstance(learner, CountsNetworkEvaluations) else 0
 
+    def episode_extras(self) -> dict[str, int]:
+        """``expert_steps``: the steps of this episode on which the expert's action was executed."""
+        return {"expert_steps": self.expert_steps}
+
     def reset(self) -> None:
         self.learner.reset()
         self.expert.reset()

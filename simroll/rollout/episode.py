@@ -47,7 +47,7 @@ import numpy as np
 import simroll.envs  # noqa: F401  (registers the envs)
 from simroll.envs.sensing import lazy_render_seconds
 from simroll.envs.wrappers import ControlDelay
-from simroll.policies.base import CountsNetworkEvaluations
+from simroll.policies.base import CountsNetworkEvaluations, ReportsEpisodeExtras
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec
 
 PolicyFactory = Callable[[gym.Env], Any]
@@ -224,6 +224,8 @@ def run_episode(
     extra: dict[str, Any] = {"attempt": attempt}
     if isinstance(policy, CountsNetworkEvaluations):
         extra["network_evaluations"] = int(policy.network_evaluations)
+    if isinstance(policy, ReportsEpisodeExtras):
+        extra.update(policy.episode_extras())
     evaluation = info.get("eval", {})
     tolerance = float(evaluation.get("tolerance", float("nan")))
     peak = float(evaluation.get("peak_deformation", float("nan")))

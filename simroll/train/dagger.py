@@ -159,6 +159,7 @@ def _rollout_entry(result: Any, beta: float, checkpoint: Path) -> dict[str, Any]
         "tsr": _rate(records, "success"),
         "dsr": _rate(records, "dsr_success"),
         "frames": sum(int(record.steps) for record in records),
+        "expert_steps": sum(int(record.extra.get("expert_steps", 0)) for record in records),
         "run_dir": str(result.run_dir),
     }
 

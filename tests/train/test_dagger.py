@@ -83,7 +83,7 @@ def test_learner_drives_and_the_expert_labels_every_step(env):
         action = policy.select_action(None)
         np.testing.assert_array_equal(action, np.full(5, step / 1000.0, dtype=np.float32))
         np.testing.assert_array_equal(policy.action_label, LABEL)
-    assert policy.expert_steps == 0 and "beta=0" in policy.policy_id
+    assert policy.episode_extras() == {"expert_steps": 0} and "beta=0" in policy.policy_id
 
 
 def test_beta_mixing_is_seeded_and_leaves_the_env_stream_alone(env):
@@ -160,6 +160,8 @@ def test_rounds_label_grow_the_dataset_and_resume(collected, tmp_path):
     for index in (1, 2):
         entry = metrics["rounds"][index]
         assert entry["rollouts"]["beta"] == pytest.approx(0.5 * 0.5 ** (index - 1))
+        share = entry["rollouts"]["expert_steps"] / entry["rollouts"]["frames"]
+        assert abs(share - entry["rollouts"]["beta"]) < 0.25  # the coin's share, roughly
         assert entry["dataset"]["episodes"] == base_episodes + index
         assert entry["train"]["steps"] == 20 and entry["train"]["dataset_episodes"] == (
             base_episodes + index
