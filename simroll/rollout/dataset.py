@@ -50,7 +50,6 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from tqdm import tqdm
 
 from simroll.envs.core import CONTROL_HZ
 
@@ -64,8 +63,13 @@ from simroll.features import TACTILE_IMAGE_SIZE as TACTILE_IMAGE_SIZE
 from simroll.features import tactile_image as tactile_image
 from simroll.io import append_durably, locked_append
 from simroll.policies.base import LabelsActions
-from simroll.rollout.episode import EnvConfig, EnvPool, EpisodeObserver, PolicyFactory, run_episode
-from simroll.rollout.lerobot_io import create_dataset, quiet_media_logs, quiet_progress
+from simroll.rollout.episode import EnvConfig, EpisodeObserver, PolicyFactory, run_episode
+from simroll.rollout.lerobot_io import (
+    WRITER_MODULES,
+    create_dataset,
+    quiet_media_logs,
+    quiet_progress,
+)
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec
 from simroll.rollout.store import write_text_atomic
 
@@ -224,41 +228,6 @@ class DatasetRecorder(EpisodeObserver):
         self.finalize()
 
 
-def record_specs(
-    root: str | os.PathLike[str],
-    specs: Sequence[EpisodeSpec],
-    policy_factory: PolicyFactory,
-    env_config: EnvConfig,
-    *,
-    progress: bool = False,
-    episode_kwargs: Mapping[str, Any] | None = None,
-    **recorder_kwargs: Any,
-) -> DatasetRecorder:
-    """Run ``specs`` in this process (one env per task and object) into a new dataset at ``root``.
-
-    ``episode_kwargs`` go to ``run_episode`` (policy id, control delay), ``recorder_kwargs`` to
-    :class:`DatasetRecorder`. Returns the finalized recorder (its counts say what was written).
-    """
-    if not specs:
-        raise ValueError("record_specs needs at least one episode spec")
-    pool = EnvPool(env_config)
-    try:
-        recorder = DatasetRecorder(root, pool.get(specs[0]).observation_space, **recorder_kwargs)
-        bar = tqdm(total=len(specs), desc="recording", unit="ep", disable=not progress)
-        with recorder, bar:
-            for spec in specs:
-                record, _ = recorder.record(
-                    spec, policy_factory, env=pool.get(spec), **(episode_kwargs or {})
-                )
-                if record.error is not None:
-                    tqdm.write(f"episode {spec.key} raised: {record.error.splitlines()[0]}")
-                bar.update(1)
-                bar.set_postfix(kept=recorder.episodes_written, frames=recorder.frames_written)
-    finally:
-        pool.close()
-    return recorder
-
-
 SHARD_SUFFIX = ".tmp"  # a shard being written: <shards>/.<name>.<pid>.tmp
 
 
@@ -271,14 +240,16 @@ def shard_name(spec: EpisodeSpec) -> str:
 class DatasetShards:
     """Observer factory: every episode becomes its own finalized dataset ``root / shard_name``
     (see the module docstring); ``repo_id`` and the recording settings as
-    :class:`DatasetRecorder`'s. Must pickle: it travels to the workers in the job."""
+    :class:`DatasetRecorder`'s. With ``only_success`` a failed episode leaves no shard (nothing
+    is encoded for it). Must pickle: it travels to the workers in the job."""
 
     root: Path
     repo_id: str = "simroll/episodes"
     use_videos: bool = True
     with_tactile_image: bool | None = None
+    only_success: bool = False
     # imported once for all vector workers (forkserver preload) instead of once in each
-    worker_modules: ClassVar[tuple[str, ...]] = ("lerobot.datasets.lerobot_dataset",)
+    worker_modules: ClassVar[tuple[str, ...]] = WRITER_MODULES
 
     def path(self, spec: EpisodeSpec) -> Path:
         return Path(self.root) / shard_name(spec)
@@ -302,7 +273,8 @@ class DatasetShards:
 
 class ShardWriter(EpisodeObserver):
     """Records one episode into a temporary dataset, finalizes it and renames it into place as
-    ``shards.path(spec)`` when the episode ended without error; otherwise removes it."""
+    ``shards.path(spec)`` when the episode ended without error (and succeeded, with
+    ``only_success``); otherwise removes it."""
 
     def __init__(self, shards: DatasetShards, spec: EpisodeSpec) -> None:
         self.shards = shards
@@ -320,6 +292,7 @@ class ShardWriter(EpisodeObserver):
             repo_id=self.shards.repo_id,
             use_videos=self.shards.use_videos,
             with_tactile_image=self.shards.with_tactile_image,
+            only_success=self.shards.only_success,
         )
         self.recorder.on_reset(env, obs, info, policy)
 

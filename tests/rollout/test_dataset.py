@@ -13,15 +13,17 @@ from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
 from simroll.experts import SoftExpert
 from simroll.rollout import lerobot_io
+from simroll.rollout.backends import EpisodeJob
 from simroll.rollout.dataset import (
     DatasetRecorder,
+    DatasetShards,
     episode_record,
     load_episode_meta,
-    record_specs,
+    merge_shards,
 )
 from simroll.rollout.episode import EnvConfig, EnvPool, run_episode
 from simroll.rollout.records import EpisodeSpec, derive_seed
-from simroll.rollout.runner import make_specs
+from simroll.rollout.runner import evaluate, make_specs
 from tests.rollout.test_episode import ExplodingPolicy
 
 REPO_ID = "simroll/test"
@@ -55,6 +57,15 @@ class LoggedExpert(SoftExpert):
         return action
 
 
+def record_episodes(root, specs, policy_factory, env_config: EnvConfig) -> tuple[int, int]:
+    """Run ``specs`` in this process as ``simroll collect`` does (the local backend, one shard per
+    episode, merged in spec order) into a dataset at ``root``; (episodes, frames) written."""
+    shards = DatasetShards(root.parent / f"{root.name}_run" / "shards", repo_id=REPO_ID)
+    job = EpisodeJob(policy_factory, env_config, "expert", "test", observers=(shards,))
+    records = evaluate(root.parent / f"{root.name}_run", specs, job, "local", progress=False)
+    return merge_shards(shards, records, root)
+
+
 def columns(root) -> tuple[LeRobotDataset, dict[str, np.ndarray]]:
     dataset = LeRobotDataset(REPO_ID, root=root)
     data = dataset.hf_dataset.with_format("numpy")[:]
@@ -64,14 +75,10 @@ def columns(root) -> tuple[LeRobotDataset, dict[str, np.ndarray]]:
 def test_state_episodes_reload_with_the_states_and_actions_the_episode_had(tmp_path):
     log: list = []
     specs = [spec("SoftSqueeze"), spec("SoftLift")]
-    recorder = record_specs(
-        tmp_path / "ds",
-        specs,
-        lambda env: LoggedExpert(env, log),
-        EnvConfig(obs_mode="state"),
-        repo_id=REPO_ID,
+    episodes, _ = record_episodes(
+        tmp_path / "ds", specs, lambda env: LoggedExpert(env, log), EnvConfig(obs_mode="state")
     )
-    assert recorder.episodes_written == 2
+    assert episodes == 2
     dataset, data = columns(tmp_path / "ds")
     assert dataset.num_episodes == 2 and dataset.fps == 20
     assert dataset.meta.robot_type == "simroll_floating_gripper"
@@ -98,14 +105,10 @@ def test_state_episodes_reload_with_the_states_and_actions_the_episode_had(tmp_p
 def test_full_episode_stores_camera_and_tactile_videos_at_the_env_image_size(tmp_path):
     log: list = []
     config = EnvConfig(obs_mode="full", image_size=32)
-    recorder = record_specs(
-        tmp_path / "ds",
-        [spec("SoftSqueeze")],
-        lambda env: LoggedExpert(env, log),
-        config,
-        repo_id=REPO_ID,
+    written = record_episodes(
+        tmp_path / "ds", [spec("SoftSqueeze")], lambda env: LoggedExpert(env, log), config
     )
-    assert recorder.episodes_written == 1 and recorder.frames_written == len(log[0])
+    assert written == (1, len(log[0]))
     dataset, data = columns(tmp_path / "ds")
     assert set(dataset.meta.video_keys) == {
         "observation.images.scene",
