@@ -40,6 +40,7 @@ import contextlib
 import io
 import json
 import logging
+import math
 import os
 import shutil
 from collections.abc import Mapping, Sequence
@@ -229,6 +230,8 @@ class DatasetRecorder(EpisodeObserver):
 
 
 SHARD_SUFFIX = ".tmp"  # a shard being written: <shards>/.<name>.<pid>.tmp
+# join_datasets joins more sources than this in groups (see there)
+JOIN_GROUP_LIMIT = 32
 
 
 def shard_name(spec: EpisodeSpec) -> str:
@@ -347,7 +350,12 @@ def join_datasets(
     folder and a rename), and write its ``simroll_episodes.jsonl``: every source's rows in
     episode order, re-indexed, with ``tags[i]``'s entries added to source ``i``'s rows where a row
     does not already have them (a DAgger round marks the episodes it adds). Every source must
-    have the rows of all its episodes. Returns (episodes, frames)."""
+    have the rows of all its episodes. Returns (episodes, frames).
+
+    More than :data:`JOIN_GROUP_LIMIT` sources are joined in groups of about the square root of
+    their number (in a temporary folder beside ``root``), and the groups then joined: LeRobot
+    appends each source by rewriting the growing data and video files, so one flat join costs
+    time quadratic in the number of sources. The result holds the same episodes and frames."""
     from lerobot.datasets.aggregate import aggregate_datasets
 
     if not sources:
@@ -356,6 +364,8 @@ def join_datasets(
     if len(tags) != len(sources):
         raise ValueError(f"got {len(tags)} tags for {len(sources)} source datasets")
     sources = [Path(source) for source in sources]
+    if len(sources) > JOIN_GROUP_LIMIT:
+        return _join_in_groups(sources, Path(root), repo_id, tags)
     source_rows = []
     for source in sources:
         rows = load_episode_meta(source)
@@ -396,6 +406,28 @@ def join_datasets(
         shutil.rmtree(root)
     staging.rename(root)
     return len(joined), sum(int(row["frames"]) for row in joined)
+
+
+def _join_in_groups(
+    sources: list[Path], root: Path, repo_id: str, tags: list[Mapping[str, Any] | None]
+) -> tuple[int, int]:
+    """:func:`join_datasets` of many sources: each group of about sqrt(n) joined on its own,
+    then the groups joined, in order."""
+    size = math.ceil(math.sqrt(len(sources)))
+    parts_dir = root.parent / f".{root.name}.parts{SHARD_SUFFIX}"
+    if parts_dir.exists():  # left by a stopped join
+        shutil.rmtree(parts_dir)
+    parts_dir.mkdir(parents=True)
+    try:
+        parts = []
+        for number, start in enumerate(range(0, len(sources), size)):
+            part = parts_dir / f"{number:05d}"
+            group = slice(start, start + size)
+            join_datasets(sources[group], part, repo_id=repo_id, tags=tags[group])
+            parts.append(part)
+        return join_datasets(parts, root, repo_id=repo_id)
+    finally:
+        shutil.rmtree(parts_dir, ignore_errors=True)
 
 
 def _remove_empty_dirs(top: Path) -> None:
