@@ -8,7 +8,8 @@ backend:
 * ``scoring_s``: the evaluation alone (no observers), the floor both designs start from;
 * ``old_s``: what ``simroll eval`` did before issue 14: the scoring pass, then a serial re-run in
   this process of the 2 filmed episodes (rendering) and of every episode into one dataset
-  (:func:`simroll.rollout.dataset.record_specs`);
+  (:func:`record_serially`: one :class:`~simroll.rollout.dataset.DatasetRecorder` watching
+  every episode in turn, as ``simroll collect`` also did before it ran on the backends);
 * ``one_pass_s``: the scoring pass with the video and dataset-shard observers in its workers,
   then :func:`simroll.rollout.dataset.merge_shards` (``merge_s`` of it);
 * ``episodes_run``: episodes each design ran (the old one ran every recorded episode twice).
@@ -37,8 +38,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 from simroll.experts import SoftExpert  # noqa: E402
 from simroll.rollout.backends import EpisodeJob  # noqa: E402
-from simroll.rollout.dataset import DatasetShards, merge_shards, record_specs  # noqa: E402
-from simroll.rollout.episode import EnvConfig, run_episode  # noqa: E402
+from simroll.rollout.dataset import DatasetRecorder, DatasetShards, merge_shards  # noqa: E402
+from simroll.rollout.episode import EnvConfig, EnvPool, run_episode  # noqa: E402
 from simroll.rollout.runner import evaluate, make_specs  # noqa: E402
 from simroll.rollout.store import write_json_atomic  # noqa: E402
 from simroll.rollout.video import EpisodeVideos  # noqa: E402
@@ -50,6 +51,17 @@ VIDEOS = 2
 
 def gentle_expert(env):
     return SoftExpert(env, "gentle")
+
+
+def record_serially(root: Path, specs, policy_factory, env_config: EnvConfig) -> None:
+    """The old design's dataset: every spec run in this process into one dataset at ``root``."""
+    pool = EnvPool(env_config)
+    try:
+        with DatasetRecorder(root, pool.get(specs[0]).observation_space) as recorder:
+            for spec in specs:
+                recorder.record(spec, policy_factory, env=pool.get(spec))
+    finally:
+        pool.close()
 
 
 def measure(backend: str, specs, scratch: Path) -> dict:
@@ -77,7 +89,7 @@ def measure(backend: str, specs, scratch: Path) -> dict:
     videos = EpisodeVideos(scratch / "old" / "videos", filmed)
     for spec in specs[:VIDEOS]:
         run_episode(spec, gentle_expert, env_config=ENV, observers=[videos(spec)])
-    record_specs(scratch / "old" / "dataset", specs, gentle_expert, ENV)
+    record_serially(scratch / "old" / "dataset", specs, gentle_expert, ENV)
     old = time.perf_counter() - start
     old_runs = records.episodes_run + VIDEOS + len(specs)
     row = {

@@ -92,6 +92,7 @@ class CollectSchema:
 
     env: EnvSchema = field(default_factory=EnvSchema)
     policy: Any = MISSING
+    backend: BackendSchema = field(default_factory=BackendSchema)
     episodes: int = MISSING
     seed: int = MISSING
     only_success: bool = MISSING

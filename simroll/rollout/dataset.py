@@ -40,6 +40,7 @@ import contextlib
 import io
 import json
 import logging
+import math
 import os
 import shutil
 from collections.abc import Mapping, Sequence
@@ -50,7 +51,6 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from tqdm import tqdm
 
 from simroll.envs.core import CONTROL_HZ
 
@@ -64,8 +64,13 @@ from simroll.features import TACTILE_IMAGE_SIZE as TACTILE_IMAGE_SIZE
 from simroll.features import tactile_image as tactile_image
 from simroll.io import append_durably, locked_append
 from simroll.policies.base import LabelsActions
-from simroll.rollout.episode import EnvConfig, EnvPool, EpisodeObserver, PolicyFactory, run_episode
-from simroll.rollout.lerobot_io import create_dataset, quiet_media_logs, quiet_progress
+from simroll.rollout.episode import EnvConfig, EpisodeObserver, PolicyFactory, run_episode
+from simroll.rollout.lerobot_io import (
+    WRITER_MODULES,
+    create_dataset,
+    quiet_media_logs,
+    quiet_progress,
+)
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec
 from simroll.rollout.store import write_text_atomic
 
@@ -224,42 +229,9 @@ class DatasetRecorder(EpisodeObserver):
         self.finalize()
 
 
-def record_specs(
-    root: str | os.PathLike[str],
-    specs: Sequence[EpisodeSpec],
-    policy_factory: PolicyFactory,
-    env_config: EnvConfig,
-    *,
-    progress: bool = False,
-    episode_kwargs: Mapping[str, Any] | None = None,
-    **recorder_kwargs: Any,
-) -> DatasetRecorder:
-    """Run ``specs`` in this process (one env per task and object) into a new dataset at ``root``.
-
-    ``episode_kwargs`` go to ``run_episode`` (policy id, control delay), ``recorder_kwargs`` to
-    :class:`DatasetRecorder`. Returns the finalized recorder (its counts say what was written).
-    """
-    if not specs:
-        raise ValueError("record_specs needs at least one episode spec")
-    pool = EnvPool(env_config)
-    try:
-        recorder = DatasetRecorder(root, pool.get(specs[0]).observation_space, **recorder_kwargs)
-        bar = tqdm(total=len(specs), desc="recording", unit="ep", disable=not progress)
-        with recorder, bar:
-            for spec in specs:
-                record, _ = recorder.record(
-                    spec, policy_factory, env=pool.get(spec), **(episode_kwargs or {})
-                )
-                if record.error is not None:
-                    tqdm.write(f"episode {spec.key} raised: {record.error.splitlines()[0]}")
-                bar.update(1)
-                bar.set_postfix(kept=recorder.episodes_written, frames=recorder.frames_written)
-    finally:
-        pool.close()
-    return recorder
-
-
 SHARD_SUFFIX = ".tmp"  # a shard being written: <shards>/.<name>.<pid>.tmp
+# join_datasets joins more sources than this in groups (see there)
+JOIN_GROUP_LIMIT = 32
 
 
 def shard_name(spec: EpisodeSpec) -> str:
@@ -271,14 +243,16 @@ def shard_name(spec: EpisodeSpec) -> str:
 class DatasetShards:
     """Observer factory: every episode becomes its own finalized dataset ``root / shard_name``
     (see the module docstring); ``repo_id`` and the recording settings as
-    :class:`DatasetRecorder`'s. Must pickle: it travels to the workers in the job."""
+    :class:`DatasetRecorder`'s. With ``only_success`` a failed episode leaves no shard (nothing
+    is encoded for it). Must pickle: it travels to the workers in the job."""
 
     root: Path
     repo_id: str = "simroll/episodes"
     use_videos: bool = True
     with_tactile_image: bool | None = None
+    only_success: bool = False
     # imported once for all vector workers (forkserver preload) instead of once in each
-    worker_modules: ClassVar[tuple[str, ...]] = ("lerobot.datasets.lerobot_dataset",)
+    worker_modules: ClassVar[tuple[str, ...]] = WRITER_MODULES
 
     def path(self, spec: EpisodeSpec) -> Path:
         return Path(self.root) / shard_name(spec)
@@ -302,7 +276,8 @@ class DatasetShards:
 
 class ShardWriter(EpisodeObserver):
     """Records one episode into a temporary dataset, finalizes it and renames it into place as
-    ``shards.path(spec)`` when the episode ended without error; otherwise removes it."""
+    ``shards.path(spec)`` when the episode ended without error (and succeeded, with
+    ``only_success``); otherwise removes it."""
 
     def __init__(self, shards: DatasetShards, spec: EpisodeSpec) -> None:
         self.shards = shards
@@ -320,6 +295,7 @@ class ShardWriter(EpisodeObserver):
             repo_id=self.shards.repo_id,
             use_videos=self.shards.use_videos,
             with_tactile_image=self.shards.with_tactile_image,
+            only_success=self.shards.only_success,
         )
         self.recorder.on_reset(env, obs, info, policy)
 
@@ -374,7 +350,12 @@ def join_datasets(
     folder and a rename), and write its ``simroll_episodes.jsonl``: every source's rows in
     episode order, re-indexed, with ``tags[i]``'s entries added to source ``i``'s rows where a row
     does not already have them (a DAgger round marks the episodes it adds). Every source must
-    have the rows of all its episodes. Returns (episodes, frames)."""
+    have the rows of all its episodes. Returns (episodes, frames).
+
+    More than :data:`JOIN_GROUP_LIMIT` sources are joined in groups of about the square root of
+    their number (in a temporary folder beside ``root``), and the groups then joined: LeRobot
+    appends each source by rewriting the growing data and video files, so one flat join costs
+    time quadratic in the number of sources. The result holds the same episodes and frames."""
     from lerobot.datasets.aggregate import aggregate_datasets
 
     if not sources:
@@ -383,6 +364,8 @@ def join_datasets(
     if len(tags) != len(sources):
         raise ValueError(f"got {len(tags)} tags for {len(sources)} source datasets")
     sources = [Path(source) for source in sources]
+    if len(sources) > JOIN_GROUP_LIMIT:
+        return _join_in_groups(sources, Path(root), repo_id, tags)
     source_rows = []
     for source in sources:
         rows = load_episode_meta(source)
@@ -423,6 +406,28 @@ def join_datasets(
         shutil.rmtree(root)
     staging.rename(root)
     return len(joined), sum(int(row["frames"]) for row in joined)
+
+
+def _join_in_groups(
+    sources: list[Path], root: Path, repo_id: str, tags: list[Mapping[str, Any] | None]
+) -> tuple[int, int]:
+    """:func:`join_datasets` of many sources: each group of about sqrt(n) joined on its own,
+    then the groups joined, in order."""
+    size = math.ceil(math.sqrt(len(sources)))
+    parts_dir = root.parent / f".{root.name}.parts{SHARD_SUFFIX}"
+    if parts_dir.exists():  # left by a stopped join
+        shutil.rmtree(parts_dir)
+    parts_dir.mkdir(parents=True)
+    try:
+        parts = []
+        for number, start in enumerate(range(0, len(sources), size)):
+            part = parts_dir / f"{number:05d}"
+            group = slice(start, start + size)
+            join_datasets(sources[group], part, repo_id=repo_id, tags=tags[group])
+            parts.append(part)
+        return join_datasets(parts, root, repo_id=repo_id)
+    finally:
+        shutil.rmtree(parts_dir, ignore_errors=True)
 
 
 def _remove_empty_dirs(top: Path) -> None:

@@ -31,6 +31,9 @@ from typing import Any
 
 SVT_LOG_ERRORS = "1"  # SVT-AV1 log levels: 0 fatal, 1 error, 2 warn, 3 info (its default), 4 debug
 ENCODER_LOGGERS = ("lerobot.configs.video", "libav")
+# What a process writing LeRobotDatasets imports (seconds of CPU): vector workers that record
+# dataset shards get it from their fork server's preload instead of importing it each.
+WRITER_MODULES = ("lerobot.datasets.lerobot_dataset",)
 
 
 @cache

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
+from collections.abc import Sequence
 from typing import Any
 
 from simroll import _speedups
@@ -51,16 +52,18 @@ def preload_modules(policy_factory: Any = None) -> list[str]:
     return list(dict.fromkeys(modules))
 
 
-def start_worker_server(policy_factory: Any = None) -> bool:
+def start_worker_server(policy_factory: Any = None, observer_modules: Sequence[str] = ()) -> bool:
     """Start the ``forkserver`` that vector workers fork from, importing
-    :func:`preload_modules` in the background; no-op (False) with the fast paths off. Call it
-    as soon as a vector run's policy is known (its factory, or the config's ``_target_``)."""
+    :func:`preload_modules` in the background, and ``observer_modules`` (what the job's observer
+    factories name in ``worker_modules``: once the server runs, the backend cannot add them);
+    no-op (False) with the fast paths off. Call it as soon as a vector run's policy is known (its
+    factory, or the config's ``_target_``)."""
     if not _speedups.enabled():
         return False
     from multiprocessing import forkserver
 
     multiprocessing.get_context("forkserver").set_forkserver_preload(
-        preload_modules(policy_factory)
+        list(dict.fromkeys([*preload_modules(policy_factory), *observer_modules]))
     )
     forkserver.ensure_running()
     return True

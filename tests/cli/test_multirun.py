@@ -75,7 +75,7 @@ def test_collect_multirun_jobs_write_separate_datasets(collected):
     seeds = []
     for job in jobs:
         assert (job / "meta/info.json").exists() and (job / "meta/simroll_collect.yaml").exists()
-        assert not (job / ".recording").exists()  # the staged dataset was moved into place
+        assert not (job / ".collect" / "shards").exists()  # merged, moved into place, removed
         rows = [json.loads(line) for line in (job / "meta/simroll_episodes.jsonl").open()]
         assert len(rows) == 1
         seeds.append(rows[0]["spec"]["seed"])

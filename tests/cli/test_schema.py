@@ -160,7 +160,7 @@ def shipped_configs() -> list[tuple[str, list[str]]]:
     cases = [(name, []) for name in CONFIGS]
     for name, groups in [
         ("eval", {"env": "env", "policy": "policy", "backend": "backend"}),
-        ("collect", {"env": "env", "policy": "policy"}),
+        ("collect", {"env": "env", "policy": "policy", "backend": "backend"}),
         ("certify", {"env": "env", "backend": "backend", "policy@reference": "policy"}),
         ("train", {"env": "env", "policy": "policy"}),
         ("roundtrip", {"roundtrip": "roundtrip"}),
@@ -198,6 +198,7 @@ DOCUMENTED = [  # README.md, simroll/certify/README.md, policy cards and config 
     ("collect", "env=soft_lift episodes=200"),
     ("collect", "env=soft_lift env.obs_mode=state policy=expert_noisy episodes=100"),
     ("collect", "env=soft_suite env.image_size=64 policy=expert_noisy output_dir=data/x"),
+    ("collect", "env=soft_suite policy=expert_noisy episodes=35 backend=vector backend.workers=2"),
     ("train", "policy=diffusion dataset=data/soft_lift_noisy steps=30000"),
     ("train", "policy=act dataset=data/soft_lift_state batch_size=64 threads=1"),
     ("train", "policy=vla checkpoint_every=5000 policy.train.overrides.scheduler_decay_steps=9"),

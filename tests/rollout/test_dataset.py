@@ -12,16 +12,20 @@ import pytest
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
 from simroll.experts import SoftExpert
+from simroll.rollout import dataset as dataset_module
 from simroll.rollout import lerobot_io
+from simroll.rollout.backends import EpisodeJob
 from simroll.rollout.dataset import (
     DatasetRecorder,
+    DatasetShards,
     episode_record,
+    join_datasets,
     load_episode_meta,
-    record_specs,
+    merge_shards,
 )
 from simroll.rollout.episode import EnvConfig, EnvPool, run_episode
 from simroll.rollout.records import EpisodeSpec, derive_seed
-from simroll.rollout.runner import make_specs
+from simroll.rollout.runner import evaluate, make_specs
 from tests.rollout.test_episode import ExplodingPolicy
 
 REPO_ID = "simroll/test"
@@ -55,8 +59,17 @@ class LoggedExpert(SoftExpert):
         return action
 
 
+def record_episodes(root, specs, policy_factory, env_config: EnvConfig) -> tuple[int, int]:
+    """Run ``specs`` in this process as ``simroll collect`` does (the local backend, one shard per
+    episode, merged in spec order) into a dataset at ``root``; (episodes, frames) written."""
+    shards = DatasetShards(root.parent / f"{root.name}_run" / "shards", repo_id=REPO_ID)
+    job = EpisodeJob(policy_factory, env_config, "expert", "test", observers=(shards,))
+    records = evaluate(root.parent / f"{root.name}_run", specs, job, "local", progress=False)
+    return merge_shards(shards, records, root)
+
+
 def columns(root) -> tuple[LeRobotDataset, dict[str, np.ndarray]]:
-    dataset = LeRobotDataset(REPO_ID, root=root)
+    dataset = lerobot_io.open_dataset(REPO_ID, root=root)
     data = dataset.hf_dataset.with_format("numpy")[:]
     return dataset, {key: np.asarray(value) for key, value in data.items()}
 
@@ -64,14 +77,10 @@ def columns(root) -> tuple[LeRobotDataset, dict[str, np.ndarray]]:
 def test_state_episodes_reload_with_the_states_and_actions_the_episode_had(tmp_path):
     log: list = []
     specs = [spec("SoftSqueeze"), spec("SoftLift")]
-    recorder = record_specs(
-        tmp_path / "ds",
-        specs,
-        lambda env: LoggedExpert(env, log),
-        EnvConfig(obs_mode="state"),
-        repo_id=REPO_ID,
+    episodes, _ = record_episodes(
+        tmp_path / "ds", specs, lambda env: LoggedExpert(env, log), EnvConfig(obs_mode="state")
     )
-    assert recorder.episodes_written == 2
+    assert episodes == 2
     dataset, data = columns(tmp_path / "ds")
     assert dataset.num_episodes == 2 and dataset.fps == 20
     assert dataset.meta.robot_type == "simroll_floating_gripper"
@@ -98,14 +107,10 @@ def test_state_episodes_reload_with_the_states_and_actions_the_episode_had(tmp_p
 def test_full_episode_stores_camera_and_tactile_videos_at_the_env_image_size(tmp_path):
     log: list = []
     config = EnvConfig(obs_mode="full", image_size=32)
-    recorder = record_specs(
-        tmp_path / "ds",
-        [spec("SoftSqueeze")],
-        lambda env: LoggedExpert(env, log),
-        config,
-        repo_id=REPO_ID,
+    written = record_episodes(
+        tmp_path / "ds", [spec("SoftSqueeze")], lambda env: LoggedExpert(env, log), config
     )
-    assert recorder.episodes_written == 1 and recorder.frames_written == len(log[0])
+    assert written == (1, len(log[0]))
     dataset, data = columns(tmp_path / "ds")
     assert set(dataset.meta.video_keys) == {
         "observation.images.scene",
@@ -216,6 +221,34 @@ def test_collect_writes_a_dataset_of_expert_demonstrations(tmp_path):
         timeout=120,
     )
     assert again.returncode == 2 and "overwrite=true" in again.stderr
+
+
+def test_many_sources_are_joined_in_groups_into_the_same_dataset(tmp_path, monkeypatch):
+    config = EnvConfig(obs_mode="full", image_size=32)
+    specs = [spec("SoftSqueeze", 0), spec("SoftSqueeze", 1)]
+    shards = DatasetShards(tmp_path / "shards", repo_id=REPO_ID)
+    job = EpisodeJob(
+        lambda env: SoftExpert(env, "gentle"), config, "expert", "test", observers=(shards,)
+    )
+    records = evaluate(tmp_path / "run", specs, job, "local", progress=False)
+    sources = [shards.path(specs[0]), shards.path(specs[1]), shards.path(specs[0])]
+    tags = [{"source": 0}, {"source": 1}, None]
+    flat = join_datasets(sources, tmp_path / "flat", repo_id=REPO_ID, tags=tags)
+    monkeypatch.setattr(dataset_module, "JOIN_GROUP_LIMIT", 2)  # groups of 2: [0, 1], [0]
+    grouped = join_datasets(sources, tmp_path / "grouped", repo_id=REPO_ID, tags=tags)
+    assert grouped == flat == (3, 2 * records[0].steps + records[1].steps)
+    assert not list(tmp_path.glob(".*"))  # the groups' folder is gone
+    assert load_episode_meta(tmp_path / "grouped") == load_episode_meta(tmp_path / "flat")
+    (flat_set, flat_data), (grouped_set, grouped_data) = (
+        columns(tmp_path / "flat"),
+        columns(tmp_path / "grouped"),
+    )
+    for key in ("action", "observation.state", "episode_index", "frame_index", "timestamp"):
+        np.testing.assert_array_equal(grouped_data[key], flat_data[key], err_msg=key)
+    ends = np.flatnonzero(np.diff(flat_data["episode_index"]))
+    for index in {0, *ends, *(ends + 1), len(flat_set) - 1}:  # each episode's first and last
+        for key in flat_set.meta.video_keys:
+            np.testing.assert_array_equal(grouped_set[index][key], flat_set[index][key])
 
 
 def test_eval_with_record_writes_the_evaluated_episodes_as_a_dataset(tmp_path):
