@@ -70,11 +70,17 @@ LIFT_HEIGHT = {"SoftLift": 0.10, "SoftPlace": 0.07}  # hand above the grasp heig
 LOWER_CLEARANCE = 0.003  # SoftPlace lowers the hand to this above the grasp height
 RETREAT_HEIGHT = 0.12
 LIFTED = 0.005  # object centre above its rest: the lift has begun
+ALIGN_XY = 0.006  # hand this close to the pose above the object (and ALIGN_YAW) starts the descent
+ALIGN_YAW = 0.03
+DESCEND_XY = 0.015  # ... which goes on below that pose while the hand stays this close (horizontal)
+DESCEND_YAW = 0.1
+CLOSE_XY = 0.01  # hand this close to the grasp pose (horizontal, and CLOSE_Z in height) closes;
+CLOSE_Z = 0.006  # twice these while the jaw is closing
 GOAL_REACHED = 0.005  # SoftPlace: object centre this close to the goal ends the carry
-GOAL_KEEP = 0.015  # ... and while within this, lower / release / retreat go on
+GOAL_KEEP = 0.02  # ... and while within this, lower / release / retreat go on
 JAW_CLEARANCE = 0.005  # released once each finger is this far back from the object's rest width
 STALL_SPEED = 0.005  # m/s: a hand at its commanded target and this slow has gone as far as it can
-JAW_OPEN = 1e-4  # jaw target (m) that counts as open
+JAW_OPEN = 0.003  # jaw target (m) up to which the jaw counts as open (a closing step is 4 mm)
 
 
 class SoftExpert:
@@ -143,14 +149,9 @@ class SoftExpert:
         target = self.env.hand_target()
         return np.clip(gain * (self._desired(xyz_world, yaw) - target) / MAX_STEP, -1.0, 1.0)
 
-    def _error(self, xyz_world) -> float:
-        return float(np.linalg.norm(self.env.hand_pose()[:3] - np.asarray(xyz_world)))
-
-    def _arrived(self, xyz_world, yaw: float, tolerance: float) -> bool:
-        """The hand is within ``tolerance`` of a pose, or its target is there and it has stopped
-        (something blocks it: it has gone as far as it can)."""
-        if self._error(xyz_world) < tolerance:
-            return True
+    def _stalled(self, xyz_world, yaw: float) -> bool:
+        """The hand's target is at a pose but the hand has stopped short of it (something blocks
+        it: it has gone as far as it can)."""
         env = self.env
         target_error = np.linalg.norm(env.hand_target()[:3] - self._desired(xyz_world, yaw)[:3])
         speed = np.linalg.norm(env.data.qvel[env.ids.hand_dofs[:3]])
@@ -188,9 +189,11 @@ class SoftExpert:
         hold = env.hand_target()
         grasp_z = self._grasp_height()
         forces = self._finger_forces(obs)
-        grasped = bool((forces > CONTACT_FORCE).all())
         lifted = float(center[2] - env.rest_center[2])
-        still = np.zeros(4)
+        touching = forces > CONTACT_FORCE
+        # both pads on the object, or it is off the table and one still holds it
+        grasped = bool(touching.all() or (lifted > LIFTED and touching.any()))
+        still = self._goto((hold[0], hold[1], grasp_z), hold[3])  # squeeze at the grasp height
 
         if task == "SoftPlace":
             placed = self._place(obs, forces, grasped, center, pose, hold, grasp_z, lifted)
@@ -213,22 +216,28 @@ class SoftExpert:
         return "lift", self._action(self._goto((hold[0], hold[1], height), hold[3]), grip)
 
     def _approach(self, center, pose, hold, grasp_z) -> tuple[str, np.ndarray]:
-        """Not grasped: rise, align, descend, close (jaw opening unless closing)."""
+        """Not grasped: rise, align, descend, close (the jaw opening unless closing)."""
         env = self.env
         yaw = env.object_yaw() if env._yaw_matters() else 0.0
-        jaw = env.gripper_target
-        yaw_ok = abs(pose[3] - yaw) < 0.03
+        yaw_error = abs(pose[3] - yaw)
         horizontal = float(np.linalg.norm(pose[:2] - center[:2]))
-        grasp = (center[0], center[1], grasp_z)
-        closing = jaw > JAW_OPEN
-        at_grasp = yaw_ok and self._arrived(grasp, yaw, 0.01 if closing else 0.004)
-        if at_grasp and (closing or horizontal < 0.006):
-            grip = min(FINGER_TRAVEL, jaw + CLOSE_STEP)
-            return "close", self._action(np.zeros(4), grip)
+        height = float(pose[2] - grasp_z)
         above_z = grasp_z + ABOVE
-        if horizontal < 0.006 and yaw_ok and not closing and pose[2] < above_z + 0.006:
+        grasp = (center[0], center[1], grasp_z)
+        closing = env.gripper_target > JAW_OPEN  # the jaw has begun to close (or not reopened)
+        scale = 2.0 if closing else 1.0
+        at_grasp = (horizontal < scale * CLOSE_XY and abs(height) < scale * CLOSE_Z) or (
+            horizontal < CLOSE_XY and self._stalled(grasp, yaw)
+        )
+        if at_grasp and yaw_error < scale * DESCEND_YAW:  # close, holding the hand there
+            grip = min(FINGER_TRAVEL, env.gripper_target + CLOSE_STEP)
+            return "close", self._action(self._goto(grasp, yaw), grip)
+        if not closing and (
+            (horizontal < ALIGN_XY and yaw_error < ALIGN_YAW and pose[2] < above_z + ALIGN_XY)
+            or (pose[2] < above_z - 0.01 and horizontal < DESCEND_XY and yaw_error < DESCEND_YAW)
+        ):  # over the object with the jaw open: from the pose above it, or on the way down
             return "descend", self._action(self._goto(grasp, yaw), 0.0)
-        if horizontal > 0.01 and pose[2] < above_z - 0.02:  # low beside the object: rise first
+        if horizontal > DESCEND_XY and pose[2] < above_z - 0.02:  # low beside the object
             return "rise", self._action(self._goto((hold[0], hold[1], above_z), hold[3]), 0.0)
         delta = self._goto((center[0], center[1], above_z), yaw, self.approach_gain)
         return "align", self._action(delta, 0.0)
@@ -245,10 +254,11 @@ class SoftExpert:
         if grasped:
             hand_goal = goal[:2] - (center[:2] - pose[:2])
             lower = (hand_goal[0], hand_goal[1], grasp_z + LOWER_CLEARANCE)
-            if self._arrived(lower, hold[3], 0.004):
+            if pose[2] < lower[2] + CLOSE_Z or self._stalled(lower, hold[3]):
                 return "release", self._action(still, 0.0)
             if distance < GOAL_REACHED or pose[2] < carry_z - 0.01:
-                return "lower", self._action(self._goto(lower, hold[3]), self._lower_grip(forces))
+                grip = self._regulated_grip(forces, self.grip_force)
+                return "lower", self._action(self._goto(lower, hold[3]), grip)
             return None  # still at carry height, not yet over the goal: carry on
         if abs(lifted) >= 0.015:
             return None  # not resting at the goal (dropped on the way): grasp it again
@@ -257,9 +267,6 @@ class SoftExpert:
             return "release", self._action(still, 0.0)
         retreat = (pose[0], pose[1], grasp_z + RETREAT_HEIGHT)
         return "retreat", self._action(self._goto(retreat, hold[3]), 0.0)
-
-    def _lower_grip(self, forces: np.ndarray) -> float:
-        return self._regulated_grip(forces, self.grip_force)
 
     def predict_action_chunk(self, obs) -> np.ndarray:
         return self.select_action(obs)[None]
