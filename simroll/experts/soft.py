@@ -69,6 +69,7 @@ ABOVE = 0.08  # align this far above the grasp height
 LIFT_HEIGHT = {"SoftLift": 0.10, "SoftPlace": 0.07}  # hand above the grasp height
 LOWER_CLEARANCE = 0.003  # SoftPlace lowers the hand to this above the grasp height
 RETREAT_HEIGHT = 0.12
+MAX_SLIP = 0.05  # most that lift heights are raised for an object slipped down in the grip
 LIFTED = 0.005  # object centre above its rest: the lift has begun
 ALIGN_XY = 0.006  # hand this close to the pose above the object (and ALIGN_YAW) starts the descent
 ALIGN_YAW = 0.03
@@ -141,6 +142,12 @@ class SoftExpert:
     def _grip_limit(self) -> float:
         return min(self.contact_travel() + MAX_SQUEEZE, FINGER_TRAVEL)
 
+    def _slip(self, pose: np.ndarray, center: np.ndarray) -> float:
+        """How far a held object hangs lower in the hand than where it was grasped (m, >= 0): the
+        lift and place heights of the hand are raised by it, so they hold for the object."""
+        grasped_offset = self._grasp_height() - float(self.env.rest_center[2])
+        return float(np.clip(pose[2] - center[2] - grasped_offset, 0.0, MAX_SLIP))
+
     def _desired(self, xyz_world, yaw: float) -> np.ndarray:
         """A hand pose in the hand target's coordinates."""
         return np.array([xyz_world[0], xyz_world[1], xyz_world[2] - self.env.ids.hand_base_z, yaw])
@@ -208,7 +215,7 @@ class SoftExpert:
         at_limit = env.gripper_target >= self._grip_limit() - 1e-5
         if lifted <= LIFTED and not (settled or at_limit):
             return "squeeze", self._action(still, grip)
-        height = grasp_z + LIFT_HEIGHT[task]
+        height = grasp_z + LIFT_HEIGHT[task] + self._slip(pose, center)
         if task == "SoftPlace" and pose[2] > height - 0.01:
             goal = env.goal_position()[:2] - (center[:2] - pose[:2])
             delta = self._goto((goal[0], goal[1], height), hold[3])
@@ -249,11 +256,12 @@ class SoftExpert:
         distance = float(np.linalg.norm(center[:2] - goal[:2]))
         if distance >= GOAL_KEEP:
             return None
-        carry_z = grasp_z + LIFT_HEIGHT["SoftPlace"]
         still = np.zeros(4)
         if grasped:
+            slip = self._slip(pose, center)
+            carry_z = grasp_z + LIFT_HEIGHT["SoftPlace"] + slip
             hand_goal = goal[:2] - (center[:2] - pose[:2])
-            lower = (hand_goal[0], hand_goal[1], grasp_z + LOWER_CLEARANCE)
+            lower = (hand_goal[0], hand_goal[1], grasp_z + LOWER_CLEARANCE + slip)
             if pose[2] < lower[2] + CLOSE_Z or self._stalled(lower, hold[3]):
                 return "release", self._action(still, 0.0)
             if distance < GOAL_REACHED or pose[2] < carry_z - 0.01:
