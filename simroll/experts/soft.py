@@ -13,19 +13,25 @@ path the phases follow each other as align above the object, descend, close unti
 touch, squeeze, then the task's own motion (SoftLift: lift and hold; SoftPlace: lift, carry,
 lower, release, retreat; SoftSqueeze: hold the squeeze). How each is recognised:
 
-- *grasped*: both fingers read more than ``CONTACT_FORCE``. Otherwise the hand goes to the grasp
-  with the jaw opening: *align* (to ``ABOVE`` over the object's centre, yawed to it), *descend*
-  once the hand is over the object with the jaw open, *close* (the jaw target moves 4 mm per step)
-  once the hand has arrived at the grasp height, or stays there with the jaw partly closed. A hand
-  that is low beside the object first rises.
-- *squeeze* (grasped, object still on the table): hold the hand still while the grip is
-  regulated, until the mean grip force is within ``FORCE_TOLERANCE`` of its target or the jaw
-  target has reached its travel limit; then *lift*. Once the object is more than ``LIFTED`` above
-  its rest the lift goes on whatever the force.
-- SoftPlace, grasped: *carry* at the carry height until the object's centre is within
-  ``GOAL_REACHED`` of the goal, *lower* while it stays within ``GOAL_KEEP``, *release* (jaw
-  opening, hand still) once the hand is down, and, the object resting at the goal, keep releasing
-  until neither pad touches and the jaw is clear of the object, then *retreat* upwards.
+- *grasped*: both fingers read more than ``CONTACT_FORCE`` (or one does while the object is off the
+  table). Otherwise the hand goes to the grasp, the jaw opening unless it is closing: *close* (the
+  jaw target moves 4 mm per step, the hand held at the grasp pose) once the hand is at the grasp
+  height over the object's centre (``CLOSE_XY``, ``CLOSE_Z``; twice those while the jaw is partly
+  closed, so a closing grasp goes on), or has stopped short of it with its target there; *descend*
+  once the hand is within ``ALIGN_XY`` of the pose ``ABOVE`` the object and yawed to it with the
+  jaw open, and on the way down while it stays within ``DESCEND_XY``; *rise* when it is low
+  beside the object; *align* (toward the pose above, at ``approach_gain``) otherwise.
+- *squeeze* (grasped, object still on its rest height): hold the hand at the grasp height while
+  the grip is regulated, until the mean grip force is within ``FORCE_TOLERANCE`` of its target or
+  the jaw target has reached its travel limit; then *lift*, which goes on whatever the force once
+  the object is more than ``LIFTED`` above its rest. Lift and place heights are raised by how far
+  the object has slipped down in the grip.
+- SoftPlace: *carry* at the carry height until the object's centre is within ``GOAL_REACHED`` of
+  the goal, *lower* while it stays within ``GOAL_KEEP`` (and the hand is below the carry height),
+  *release* (hand still, jaw opening) once the hand is down; with the object resting at the goal
+  and not grasped, keep releasing until no pad touches and the fingers are ``JAW_CLEARANCE`` clear
+  of its rest width, then *retreat* upwards. An object that is neither there nor held is grasped
+  again.
 
 ``approach_gain`` (default 1: deadbeat) scales the proportional step toward the pose above the
 object: below 1 the hand converges over several steps, which gives imitation data many frames
