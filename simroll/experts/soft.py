@@ -209,7 +209,7 @@ class SoftExpert:
         still = self._goto((hold[0], hold[1], grasp_z), hold[3])  # squeeze at the grasp height
 
         if task == "SoftPlace":
-            placed = self._place(obs, forces, grasped, center, pose, hold, grasp_z, lifted)
+            placed = self._place(forces, grasped, center, pose, hold, grasp_z, lifted)
             if placed is not None:
                 return placed
         if not grasped:
@@ -255,7 +255,7 @@ class SoftExpert:
         delta = self._goto((center[0], center[1], above_z), yaw, self.approach_gain)
         return "align", self._action(delta, 0.0)
 
-    def _place(self, obs, forces, grasped, center, pose, hold, grasp_z, lifted):
+    def _place(self, forces, grasped, center, pose, hold, grasp_z, lifted):
         """SoftPlace near its goal: lower, release and retreat; None elsewhere."""
         env = self.env
         goal = env.goal_position()
