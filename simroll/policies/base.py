@@ -10,8 +10,8 @@ counts its network evaluations (the deterministic compute cost records and certi
 that names itself for records, one that adds its own counts to the record, one that declares its
 action space, one that labels each step with an action other than the one it executes
 (noise-injected demonstrations store the clean action), and an expert that can label any state
-(the labeller of interactive imitation).
-Structural typing means a policy needs no base class: having the members is enough.
+(the labeller of interactive imitation; the scripted :class:`simroll.experts.SoftExpert` is
+one). Structural typing means a policy needs no base class: having the members is enough.
 """
 
 from __future__ import annotations
