@@ -38,6 +38,7 @@ from simroll.evaluation import (  # noqa: E402
     run_evaluation,
 )
 from simroll.policies.resolve import ResolvedPolicy  # noqa: E402
+from simroll.rollout.lerobot_io import WRITER_MODULES  # noqa: E402
 from simroll.rollout.worker_start import start_worker_server  # noqa: E402
 
 EXIT_EPISODE_ERRORS = 1  # some episodes ended in error (the report is still written)
@@ -66,7 +67,8 @@ def plan_from(cfg: DictConfig) -> EvalPlan:
     """The evaluation ``cfg`` asks for (validated, the policy built)."""
     validate(cfg)
     if cfg.backend.name == "vector":  # the workers' imports overlap this process's start-up
-        start_worker_server(cfg.policy.get("_target_"))
+        # with record=true the workers write dataset shards: LeRobot's dataset stack too
+        start_worker_server(cfg.policy.get("_target_"), WRITER_MODULES if cfg.record else ())
     run_dir = job_output_dir(cfg)
     env_config = env_config_from(cfg.env, cfg.policy)
     check_env(env_config, names=CONFIG_KEYS)

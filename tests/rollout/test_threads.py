@@ -97,3 +97,25 @@ def test_fork_server_preloads_the_policy_stack_of_simroll_factories(monkeypatch)
     assert preload_modules(ReportingFactory("x")) == [ENGINE]  # not simroll's: never preloaded
     monkeypatch.setenv(_speedups.ENV_VAR, "0")
     assert preload_modules(checkpoint) == [ENGINE]
+
+
+def test_an_early_fork_server_also_preloads_the_observers_modules(monkeypatch):
+    """Once the server runs the backend cannot add the observers' ``worker_modules``, so a
+    command that starts it early names them (collect and eval with record: LeRobot's writer)."""
+    import multiprocessing
+    from multiprocessing import forkserver
+
+    from simroll.rollout import worker_start
+    from simroll.rollout.dataset import DatasetShards
+    from simroll.rollout.lerobot_io import WRITER_MODULES
+
+    preloaded: list[list[str]] = []
+    context = multiprocessing.get_context("forkserver")
+    monkeypatch.setattr(
+        type(context), "set_forkserver_preload", lambda self, m: preloaded.append(m)
+    )
+    monkeypatch.setattr(forkserver, "ensure_running", lambda: None)
+    monkeypatch.setenv(_speedups.ENV_VAR, "1")
+    assert worker_start.start_worker_server("simroll.experts.SoftExpert", WRITER_MODULES)
+    assert preloaded == [[worker_start.ENGINE, "simroll.experts", *WRITER_MODULES]]
+    assert DatasetShards.worker_modules == WRITER_MODULES
