@@ -8,6 +8,13 @@ is the median over seeds of the episode's peak normalized deformation (percent, 
 ``simroll.envs.deformation``); the tolerance is ``SAFETY_FACTOR`` x that peak.
 
 ``--check`` recomputes and fails if a stored tolerance differs by more than 2 %.
+
+The stored tolerances were calibrated with an earlier version of the expert, which ran its phases
+on step counts; the expert now recovers its phase from the state at every call. They are kept, so
+that every policy's DSR stays comparable: ``--check`` with the current expert recomputes
+foam_cylinder, sponge and tofu within 2 % (0.498, 0.546, 1.782 against 0.497, 0.549, 1.811) and
+dumpling 2.4 % higher (2.870 against 2.802), which it reports as a mismatch. The gentle expert's
+peaks stay within every stored tolerance (``scripts/bench_expert.py``).
 """
 
 from __future__ import annotations
