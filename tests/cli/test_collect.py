@@ -33,6 +33,7 @@ SETTINGS = (
     "env.obs_mode=state",
     "policy=expert_noisy",
     "policy.arm_std=0.4",  # seeds 1000 and 1001 of SoftSqueeze: a failure, then a success
+    "policy.gripper_std=0.4",  # (the state-labelling expert recovers from arm noise alone)
     "episodes=2",
     "use_videos=false",
     "tactile_image=false",
