@@ -390,12 +390,12 @@ def plot_dagger(metrics: Mapping[str, Any], path: Path) -> None:
         high = [rollout[key]["high"] - rollout[key]["rate"] for _, rollout, _ in points]
         ax.errorbar(xs, ys, yerr=[low, high], fmt="o-", color=colour, capsize=3, label=key.upper())
     for x, _, label in points:
-        ax.annotate(label, (x, 0.02), ha="center", fontsize=7, color="0.4")
+        ax.annotate(label, (x, 1.07), ha="center", fontsize=7, color="0.4")
     ax.set_xlabel("policy of round (0: before DAgger)")
     ax.set_ylabel("rate in its rollouts (95% CI)")
-    ax.set_ylim(0.0, 1.05)
+    ax.set_ylim(0.0, 1.12)
     ax.set_xticks(sorted({x for x, _, _ in points}))
-    ax.legend(loc="lower right")
+    ax.legend(loc="center right", fontsize=8)
     ax.set_title("DAgger: closed-loop success of each round's policy")
     fig.tight_layout()
     with atomic_path(path) as tmp:
