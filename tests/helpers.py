@@ -6,11 +6,13 @@ import subprocess
 import sys
 
 
-def simroll(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    """``simroll <args>`` in a new interpreter (this venv's), output captured as text."""
+def simroll(*args: str, timeout: int = 300, cwd=None) -> subprocess.CompletedProcess:
+    """``simroll <args>`` in a new interpreter (this venv's), run in ``cwd`` (default: here),
+    output captured as text."""
     return subprocess.run(
         [sys.executable, "-m", "simroll.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
+        cwd=cwd,
     )

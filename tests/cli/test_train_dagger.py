@@ -5,28 +5,17 @@ is refused in one line."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from simroll.rollout.dataset import load_episode_meta
+from tests import helpers
 
-ROOT = Path(__file__).resolve().parents[2]
 
-
-def simroll(*args: str, cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess:
-    env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
-    return subprocess.run(
-        [sys.executable, "-m", "simroll.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd,
-        env=env,
-    )
+def simroll(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return helpers.simroll(*args, timeout=900, cwd=cwd)
 
 
 @pytest.fixture(scope="module")
