@@ -277,7 +277,6 @@ def run_dagger(
         metrics["rounds"].append({"round": 0, "train": trained})
     save()
     dataset = base
-    episodes_seen = None
     for index in range(1, dagger.rounds + 1):
         round_dir = output_dir / f"round_{index:02d}"
         beta = dagger.beta_of(index)
@@ -308,7 +307,7 @@ def run_dagger(
         if not (info.is_file() and (joined / COLLECT_RECORD).is_file()):
             if result.dataset is None:
                 raise DaggerError(f"round {index}: every rollout ended in error; nothing to label")
-            episodes, frames = join_datasets(
+            join_datasets(
                 [dataset, result.dataset],
                 joined,
                 repo_id=f"simroll/{output_dir.name}_round{index}",
@@ -316,7 +315,6 @@ def run_dagger(
             )
             shutil.copy2(dataset / COLLECT_RECORD, joined / COLLECT_RECORD)
         meta = json.loads(info.read_text())
-        episodes_seen = meta["total_episodes"]
         entry["dataset"] = {
             "root": str(joined),
             "episodes": meta["total_episodes"],
@@ -360,7 +358,7 @@ def run_dagger(
         )
         metrics["final"] = _rollout_entry(final, 0.0, checkpoint)
     metrics["checkpoint"] = str(checkpoint)
-    metrics["dataset_episodes"] = episodes_seen
+    metrics["dataset_episodes"] = metrics["rounds"][-1]["dataset"]["episodes"]
     save()
     return metrics
 
