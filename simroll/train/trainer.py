@@ -39,6 +39,7 @@ from tqdm import tqdm
 from simroll.features import ACTION_KEY, STATE_KEY
 from simroll.io import write_json_atomic, write_text_atomic
 from simroll.rollout.lerobot_io import open_dataset
+from simroll.train.video_cache import cache_videos
 
 
 class TrainingDataError(ValueError):
@@ -230,6 +231,8 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, Any]:
         ema = EMAModel(policy.parameters(), decay=cfg.ema_decay, use_ema_warmup=True, power=0.75)
     generator = torch.Generator().manual_seed(cfg.seed)
     unread = [key for key in ds_meta.camera_keys if key not in policy_config.input_features]
+    if cfg.memoize:  # each video file decoded once, in order; unread cameras not at all
+        cache_videos(dataset, skip=unread)
     source = MemoizedDataset(dataset, drop=unread) if cfg.memoize else dataset
     loader = torch.utils.data.DataLoader(
         source,
