@@ -71,6 +71,72 @@ def comparison(policy_run: Path, reference_run: Path) -> str:
     )
 
 
+def task_rows(run: Path) -> dict[str, dict]:
+    """An eval run's all-objects row of each task."""
+    summary = json.loads((run / "summary.json").read_text())
+    return {g["task"]: g for g in summary["groups"] if g["object"] == "all"}
+
+
+def per_task(policy_run: Path, reference_run: Path) -> str:
+    """Per task: the policy's TSR (95% interval) against the reference's on the same specs, the
+    ratios the policy goals are stated in, and the share of its successes within tolerance."""
+
+    mine, ref = task_rows(policy_run), task_rows(reference_run)
+    lines = [
+        f"| task | TSR [95% CI] | `{reference_run.name}` TSR | TSR ratio | CI low / reference "
+        "| DSR/TSR |",
+        "|---|---|---|---|---|---|",
+    ]
+    for task in [name for name in mine if name in ref]:
+        tsr, ref_tsr = mine[task]["tsr"], ref[task]["tsr"]["rate"]
+        dsr = mine[task]["dsr"]["rate"]
+        lines.append(
+            f"| {task} | {tsr['rate']:.2f} [{tsr['low']:.2f}, {tsr['high']:.2f}] | "
+            f"{ref_tsr:.2f} | {tsr['rate'] / ref_tsr:.2f} | {tsr['low'] / ref_tsr:.2f} | "
+            + (f"{dsr / tsr['rate']:.2f} |" if tsr["rate"] else "n/a |")
+        )
+    return "\n".join(lines)
+
+
+def dagger_section(run: Path) -> str:
+    """The DAgger run a checkpoint came from: its base dataset and each round's rollouts,
+    labels and training, from the run's ``dagger.json``."""
+    metrics = json.loads((run / "dagger.json").read_text())
+    config = metrics["config"]
+    dagger, train = config["dagger"], config["train"]
+    lines = [
+        "## Interactive imitation (DAgger)",
+        "",
+        f"`{run}`: {config['rounds']} rounds from `{train['init_from'] or 'a BC run'}` on base "
+        f"dataset `{train['dataset_root']}`; each round rolled the previous round's checkpoint out "
+        f"on {dagger['episodes_per_round']} episodes per cell of {dagger['tasks']} x "
+        f"{dagger['objects']} (base seed {dagger['seed']} + round - 1), executing the labeller's "
+        f"action with probability beta, labelled every visited state with "
+        f"`{dagger['labeller']['_target_']}` ({dagger['labeller'].get('closure', '')}), joined "
+        f"the episodes onto the dataset and trained {dagger['steps_per_round']} steps from the "
+        "previous weights. Rollout rates are of the mixed policy that made the round's labels. "
+        f"`dagger.json` counts {metrics['seconds'] / 60:.0f} minutes of wall time (for a "
+        "resumed run, its last process's).",
+        "",
+        "| round | beta | rollout TSR [95% CI] | rollout DSR [95% CI] | expert steps | labelled "
+        "frames | dataset episodes | final loss |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for entry in metrics["rounds"]:
+        if "rollouts" not in entry:
+            continue
+        rollout, trained = entry["rollouts"], entry["train"]
+        tsr, dsr = rollout["tsr"], rollout["dsr"]
+        lines.append(
+            f"| {entry['round']} | {rollout['beta']:g} | {tsr['rate']:.2f} [{tsr['low']:.2f}, "
+            f"{tsr['high']:.2f}] | {dsr['rate']:.2f} [{dsr['low']:.2f}, {dsr['high']:.2f}] | "
+            f"{rollout['expert_steps']} of {rollout['frames']} | "
+            f"{entry['dataset']['labelled_frames']} | {entry['dataset']['episodes']} | "
+            f"{trained['final_loss']:.3f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def data_source(dataset: Path) -> str:
     collect = dataset / "meta" / "simroll_collect.yaml"
     if not collect.is_file():
@@ -108,11 +174,28 @@ def main() -> None:
     )
     parser.add_argument("--train-command", default="", help="the simroll train command line")
     parser.add_argument(
+        "--dagger-run", type=Path, help="the DAgger run (simroll train dagger.rounds=N) it ends"
+    )
+    parser.add_argument(
         "--selection",
         default="",
         help="how this checkpoint was chosen among the run's checkpoints (named eval runs)",
     )
+    parser.add_argument(
+        "--inference",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an inference setting stored in the shipped config.json (e.g. n_action_steps=1); "
+        "the card lists it",
+    )
     args = parser.parse_args()
+    settings = {}
+    for item in args.inference:
+        key, sep, value = item.partition("=")
+        if not sep:
+            parser.error(f"--inference takes KEY=VALUE, got {item!r}")
+        settings[key] = json.loads(value)
 
     target = ROOT / "policies" / args.name
     shutil.rmtree(target, ignore_errors=True)
@@ -120,6 +203,12 @@ def main() -> None:
     metrics = json.loads((args.train_run / "metrics.json").read_text())
     recipe = json.loads((args.train_run / "train_config.json").read_text())
     config = json.loads((target / "config.json").read_text())
+    unknown = [key for key in settings if key not in config]
+    if unknown:
+        parser.error(f"--inference keys {unknown} are not in {target / 'config.json'}")
+    trained_with = {key: config[key] for key in settings}
+    config.update(settings)
+    write_text_atomic(target / "config.json", json.dumps(config, indent=4) + "\n")
     size_mb = sum(p.stat().st_size for p in target.iterdir()) / 1e6
     card = [
         f"# `{args.name}`: {config['type']} policy",
@@ -131,8 +220,10 @@ def main() -> None:
         "## Training",
         "",
         f"- data: `{metrics['dataset']}` ({metrics['dataset_episodes']} episodes, "
-        f"{metrics['dataset_frames']} frames) made by `simroll collect`: "
-        + data_source(ROOT / metrics["dataset"]),
+        f"{metrics['dataset_frames']} frames) made by `simroll collect`"
+        + (" and the DAgger rounds below (base dataset: " if args.dagger_run else ": ")
+        + data_source(ROOT / metrics["dataset"])
+        + (")" if args.dagger_run else ""),
         f"- inputs: {', '.join(metrics['input_features'])}",
         f"- {metrics['parameters']:,} parameters; {metrics['steps']} steps at batch "
         f"{metrics['batch_size']}, seed {metrics['seed']}; loss {metrics['first_loss']:.3f} -> "
@@ -143,12 +234,28 @@ def main() -> None:
             if metrics.get("ema_decay")
             else "- weights: the last optimizer step's (no moving average)"
         ),
+        *(
+            [
+                f"- inference settings changed from training's {json.dumps(trained_with)}: "
+                f"`{json.dumps(settings)}` (stored in `config.json`)"
+            ]
+            if settings
+            else []
+        ),
         "",
+        *([dagger_section(args.dagger_run)] if args.dagger_run else []),
         "## Closed-loop results",
         "",
         *[eval_section(run) + "\n" for run in args.eval_run],
         *(
-            [comparison(args.eval_run[0], args.eval_run[1]) + "\n"]
+            [
+                (
+                    per_task(args.eval_run[0], args.eval_run[1])
+                    if len(task_rows(args.eval_run[0])) > 1
+                    else comparison(args.eval_run[0], args.eval_run[1])
+                )
+                + "\n"
+            ]
             if len(args.eval_run) > 1
             else []
         ),

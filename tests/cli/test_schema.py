@@ -21,6 +21,7 @@ CONFIGS = {
     "collect": "collect",
     "certify": "certify",
     "certify_diffusion": "certify",
+    "certify_vla": "certify",
     "train": "train",
     "roundtrip": "roundtrip",
 }
