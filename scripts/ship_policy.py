@@ -197,17 +197,17 @@ def main() -> None:
             parser.error(f"--inference takes KEY=VALUE, got {item!r}")
         settings[key] = json.loads(value)
 
+    config = json.loads((args.checkpoint / "config.json").read_text())
+    unknown = [key for key in settings if key not in config]
+    if unknown:  # checked before anything in policies/ is replaced
+        parser.error(f"--inference keys {unknown} are not in {args.checkpoint / 'config.json'}")
+    trained_with = {key: config[key] for key in settings}
+    config.update(settings)
+    metrics = json.loads((args.train_run / "metrics.json").read_text())
+    recipe = json.loads((args.train_run / "train_config.json").read_text())
     target = ROOT / "policies" / args.name
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(args.checkpoint, target)
-    metrics = json.loads((args.train_run / "metrics.json").read_text())
-    recipe = json.loads((args.train_run / "train_config.json").read_text())
-    config = json.loads((target / "config.json").read_text())
-    unknown = [key for key in settings if key not in config]
-    if unknown:
-        parser.error(f"--inference keys {unknown} are not in {target / 'config.json'}")
-    trained_with = {key: config[key] for key in settings}
-    config.update(settings)
     write_text_atomic(target / "config.json", json.dumps(config, indent=4) + "\n")
     size_mb = sum(p.stat().st_size for p in target.iterdir()) / 1e6
     card = [

@@ -1,0 +1,119 @@
+"""scripts/ship_policy.py: the card's per-task goal table and DAgger section come from the run
+files, and an inference setting lands in the shipped config.json."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from scripts import ship_policy as script
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _rate(rate, low, high):
+    return {"rate": rate, "low": low, "high": high}
+
+
+def _eval_run(path: Path, rows: dict[str, tuple[float, float]]) -> Path:
+    path.mkdir(parents=True)
+    groups = [
+        {
+            "task": task,
+            "object": "all",
+            "episodes": 100,
+            "tsr": _rate(tsr, tsr - 0.06, min(1.0, tsr + 0.03)),
+            "dsr": _rate(dsr, dsr - 0.09, dsr + 0.08),
+            "compute_per_call_s": 0.01,
+        }
+        for task, (tsr, dsr) in rows.items()
+    ]
+    summary = {
+        "episodes": 100 * len(rows),
+        "groups": groups,
+        "provenance": {"config": {"env": {}, "policy": {}}, "git_sha": "abc", "command": None},
+    }
+    (path / "summary.json").write_text(json.dumps(summary))
+    return path
+
+
+def test_per_task_table_states_the_goal_ratios(tmp_path):
+    mine = _eval_run(tmp_path / "mine", {"SoftLift": (0.96, 0.77), "SoftPlace": (0.5, 0.0)})
+    expert = _eval_run(tmp_path / "expert", {"SoftLift": (1.0, 1.0), "SoftPlace": (0.8, 0.8)})
+    table = script.per_task(mine, expert).splitlines()
+    assert table[2] == "| SoftLift | 0.96 [0.90, 0.99] | 1.00 | 0.96 | 0.90 | 0.80 |"
+    assert table[3] == "| SoftPlace | 0.50 [0.44, 0.53] | 0.80 | 0.62 | 0.55 | 0.00 |"
+
+
+def test_dagger_section_lists_every_round(tmp_path):
+    run = tmp_path / "dagger"
+    run.mkdir()
+    rounds = [{"round": 0, "train": {"init_from": "policies/x"}}] + [
+        {
+            "round": index,
+            "rollouts": {
+                "beta": 0.3 / 2 ** (index - 1),
+                "tsr": _rate(0.8, 0.7, 0.9),
+                "dsr": _rate(0.5, 0.4, 0.6),
+                "expert_steps": 10 * index,
+                "frames": 100,
+            },
+            "dataset": {"labelled_frames": 100, "episodes": 10 + index},
+            "train": {"final_loss": 1.0 / index},
+        }
+        for index in (1, 2)
+    ]
+    config = {
+        "rounds": 2,
+        "dagger": {
+            "episodes_per_round": 5,
+            "steps_per_round": 30,
+            "tasks": ["SoftLift"],
+            "objects": ["sponge"],
+            "seed": 5000,
+            "labeller": {"_target_": "simroll.experts.SoftExpert", "closure": "gentle"},
+        },
+        "train": {"init_from": "policies/x", "dataset_root": "data/base"},
+    }
+    metrics = {"config": config, "rounds": rounds, "seconds": 600.0}
+    (run / "dagger.json").write_text(json.dumps(metrics))
+    section = script.dagger_section(run)
+    assert "2 rounds from `policies/x` on base dataset `data/base`" in section
+    assert (
+        "| 1 | 0.3 | 0.80 [0.70, 0.90] | 0.50 [0.40, 0.60] | 10 of 100 | 100 | 11 | 1.000 |"
+        in section
+    )
+    assert "| 2 | 0.15 |" in section and "10 minutes" in section
+
+
+def test_an_unknown_inference_key_is_refused(tmp_path):
+    checkpoint = tmp_path / "ckpt"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text(json.dumps({"type": "simvla", "n_action_steps": 5}))
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "ship_policy.py"),
+            "--checkpoint",
+            str(checkpoint),
+            "--name",
+            "_test_ship_unknown_key",
+            "--train-run",
+            str(tmp_path),
+            "--inference",
+            "n_action_step=1",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    shipped = ROOT / "policies" / "_test_ship_unknown_key"
+    try:
+        assert result.returncode != 0
+        assert "n_action_step" in result.stderr and "not in" in result.stderr
+    finally:
+        import shutil
+
+        shutil.rmtree(shipped, ignore_errors=True)
