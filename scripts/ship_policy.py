@@ -105,8 +105,6 @@ def dagger_section(run: Path) -> str:
     config = metrics["config"]
     dagger, train = config["dagger"], config["train"]
     lines = [
-        "## Interactive imitation (DAgger)",
-        "",
         f"`{run}`: {config['rounds']} rounds from `{train['init_from'] or 'a BC run'}` on base "
         f"dataset `{train['dataset_root']}`; each round rolled the previous round's checkpoint out "
         f"on {dagger['episodes_per_round']} episodes per cell of {dagger['tasks']} x "
@@ -174,7 +172,12 @@ def main() -> None:
     )
     parser.add_argument("--train-command", default="", help="the simroll train command line")
     parser.add_argument(
-        "--dagger-run", type=Path, help="the DAgger run (simroll train dagger.rounds=N) it ends"
+        "--dagger-run",
+        action="append",
+        type=Path,
+        default=[],
+        help="the DAgger run (simroll train dagger.rounds=N) it ends; repeat for runs that "
+        "continued one another, first run first",
     )
     parser.add_argument(
         "--selection",
@@ -243,7 +246,8 @@ def main() -> None:
             else []
         ),
         "",
-        *([dagger_section(args.dagger_run)] if args.dagger_run else []),
+        *(["## Interactive imitation (DAgger)", ""] if args.dagger_run else []),
+        *[dagger_section(run) for run in args.dagger_run],
         "## Closed-loop results",
         "",
         *[eval_section(run) + "\n" for run in args.eval_run],
