@@ -3,9 +3,10 @@
 The same SoftLift episodes (same spec, so the same initial state and sampling noise) run
 through the episode engine twice: once with the task's own instruction and once with
 SoftSqueeze's written into the observation. Told to lift, the policy raises the object off the
-table; told to squeeze, it leaves the object on the table. When this test was written the own
-instruction lifted the sponge 10-11 cm in 3 of 4 episodes and the squeeze instruction at most
-4 mm, so CPU-specific floating point differences do not decide the outcome.
+table; told to squeeze, it leaves the object on the table. With the DAgger checkpoint shipped
+on 2026-12-04 the own instruction lifted the sponge 10-11 cm in 4 of 4 episodes and the squeeze
+instruction at most 14 mm (1, 14, 8, 11 mm; the behaviour-cloned checkpoint before it: 10-11 cm
+in 3 of 4, at most 4 mm), so CPU-specific floating point differences do not decide the outcome.
 """
 
 from __future__ import annotations
@@ -66,5 +67,5 @@ def test_the_instruction_decides_whether_the_object_is_lifted():
         f"object rise (mm), own instruction: {[round(1000 * r) for r in lift]}, squeeze "
         f"instruction: {[round(1000 * r) for r in squeeze]}"
     )
-    assert sum(rise > 0.05 for rise in lift) >= 2, lift  # it lifts about 70% of SoftLift episodes
+    assert sum(rise > 0.05 for rise in lift) >= 2, lift  # it lifts about 96% of SoftLift episodes
     assert all(rise < 0.02 for rise in squeeze), squeeze  # told to squeeze, it never lifts
