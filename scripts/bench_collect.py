@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from bench_env import machine_info  # scripts/ is on sys.path when this file runs
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -41,20 +41,6 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "collect.json"
 SETTINGS = ("env=soft_lift", "env.image_size=64", "policy=expert_noisy")
 REPO_ID = "simroll/bench_collect"
-
-
-def machine_info() -> dict:
-    import mujoco
-
-    return {
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "mujoco": mujoco.__version__,
-        "env": {name: os.environ.get(name) for name in ("MUJOCO_GL", "SIMROLL_FAST_PATHS")},
-        "load_average_1min": round(os.getloadavg()[0], 2),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-    }
 
 
 def collect(output: Path, episodes: int, backend: list[str]) -> dict:
