@@ -19,6 +19,7 @@ ENV_TABLE: dict[str, tuple[str, int]] = {
     "SoftLift": ("simroll.envs.soft.lift:SoftLiftEnv", 120),
     "SoftPlace": ("simroll.envs.soft.place:SoftPlaceEnv", 200),
     "SoftSqueeze": ("simroll.envs.soft.squeeze:SoftSqueezeEnv", 100),
+    "ClutterRetrieve": ("simroll.envs.clutter.retrieve:ClutterRetrieveEnv", 400),
 }
 
 

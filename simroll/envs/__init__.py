@@ -1,4 +1,5 @@
-"""Gymnasium environments of the soft suite, ids ``simroll/<Task>-v0``, and their vectorizer.
+"""Gymnasium environments of simroll (soft suite, clutter retrieval), ids ``simroll/<Task>-v0``,
+and their vectorizer.
 
 ``import simroll`` already registers the ids (see ``simroll.ENV_TABLE``); importing this module
 also loads the env classes. :func:`make_vector_env` is each id's ``vector_entry_point``, which
@@ -20,7 +21,11 @@ import gymnasium as gym
 
 from simroll import ENV_TABLE, env_id
 from simroll import register_envs as _register_ids
-from simroll.envs.soft import MAX_EPISODE_STEPS, TASKS
+from simroll.envs import clutter, soft
+
+# every task of every family: name -> env class, name -> time limit in control steps
+TASKS = {**soft.TASKS, **clutter.TASKS}
+MAX_EPISODE_STEPS = {**soft.MAX_EPISODE_STEPS, **clutter.MAX_EPISODE_STEPS}
 
 __all__ = ["MAX_EPISODE_STEPS", "TASKS", "env_ids", "make_vector_env", "register_envs"]
 

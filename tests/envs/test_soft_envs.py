@@ -38,11 +38,12 @@ def test_every_registered_env_passes_gymnasium_check_env(make_env, env_id, obs_m
     assert env.unwrapped.render().shape == (48, 64, 3)
 
 
-def test_registered_ids_are_the_three_soft_tasks():
+def test_registered_ids_are_the_three_soft_tasks_and_clutter_retrieval():
     assert simroll.envs.env_ids() == [
         "simroll/SoftLift-v0",
         "simroll/SoftPlace-v0",
         "simroll/SoftSqueeze-v0",
+        "simroll/ClutterRetrieve-v0",
     ]
 
 

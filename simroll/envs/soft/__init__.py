@@ -7,6 +7,6 @@ from simroll.envs.soft.squeeze import SoftSqueezeEnv
 
 TASKS = {"SoftLift": SoftLiftEnv, "SoftPlace": SoftPlaceEnv, "SoftSqueeze": SoftSqueezeEnv}
 # time limits in control steps, from the table that registers the Gymnasium ids
-MAX_EPISODE_STEPS = {name: steps for name, (_, steps) in ENV_TABLE.items()}
+MAX_EPISODE_STEPS = {name: ENV_TABLE[name][1] for name in TASKS}
 
 __all__ = ["MAX_EPISODE_STEPS", "TASKS", "SoftLiftEnv", "SoftPlaceEnv", "SoftSqueezeEnv"]

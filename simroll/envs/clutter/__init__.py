@@ -1,0 +1,10 @@
+"""The dense-clutter retrieval family: scene layouts, their MuJoCo model, one task per module."""
+
+from simroll import ENV_TABLE
+from simroll.envs.clutter.retrieve import ClutterRetrieveEnv
+
+TASKS = {"ClutterRetrieve": ClutterRetrieveEnv}
+# time limits in control steps, from the table that registers the Gymnasium ids
+MAX_EPISODE_STEPS = {name: ENV_TABLE[name][1] for name in TASKS}
+
+__all__ = ["MAX_EPISODE_STEPS", "TASKS", "ClutterRetrieveEnv"]

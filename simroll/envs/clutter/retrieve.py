@@ -1,0 +1,361 @@
+"""ClutterRetrieve: push clutter aside and lift the target block out of a dense cluster.
+
+**Task description.** Eleven rigid blocks stand on the table: the red target and ten clutter
+blocks of seven shapes (cuboid, cube, bar, cylinder, triangular and hexagonal prisms, L-shape),
+packed around it by the slide-in of :mod:`simroll.envs.clutter.layout` so that no grasp of the
+target is clear at the start. The soft suite's floating parallel-jaw hand starts outside the
+scene camera's view; it must push neighbours aside (closed jaw as a pusher), then grasp the
+target and lift it.
+
+**Randomizations.** From the reset seed: the layout (target pose within 3 cm of the centre, every
+clutter block's shape, yaw and bearing), redrawn until the tier's gap and corridor conditions
+hold, the target is not graspable and the scene is settled (no block moves more than 2 mm in
+0.3 s of physics). ``object`` names the target's shape (``cuboid``, ``cube``, ``cylinder``,
+``hexagonal_prism``), ``tier`` the difficulty (``easy``, ``medium``, ``hard``).
+
+**Success conditions.** The target's centre is at least ``LIFT_HEIGHT`` = 5 cm above its rest
+height and both pads touch it, for 8 consecutive control steps (0.4 s). The episode ends on
+success. The low-level time limit is 400 control steps (20 s); plan-relative budgets belong to
+the primitive wrapper.
+
+**Observations.** As the soft tasks (5-D action, ``agent_pos``, per-finger tactile maps of the
+pads' contact with the target, the instruction) plus, in ``obs_mode="full"``, the scene camera's
+``depth`` (metres) and ``segmentation`` (block index per pixel, -1 elsewhere) and ``objects``,
+the partial object observation: per block (target first) ``x, y, z, yaw`` as last detected, with
+Gaussian noise (``detection_noise``: 2 mm, 1 degree), then ``visible`` (1 when detected in this
+step's segmentation render), ``staleness`` (control steps since last detected) and ``seen``
+(ever detected). A block counts as detected when its visible pixels are at least
+``VISIBLE_FRACTION`` of its count in the unoccluded first frame: blocks hidden by the hand or by
+other blocks are missing, from the render, not from a sampled mask. ``obs_mode="state"`` gives
+every block's true pose instead (``environment_state``, 11 x 4) and renders nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+import mujoco
+import numpy as np
+from gymnasium import spaces
+
+from simroll.envs.clutter.layout import TARGET_SHAPES, TIERS, Layout, generate_layout
+from simroll.envs.clutter.scene import HAND_HOME, compile_model
+from simroll.envs.core import SETTLE_STEPS, TEXT_CHARSET, SoftTaskEnv, _check_can_render
+from simroll.envs.deformation import RestShape
+from simroll.envs.scene import SceneIds
+from simroll.envs.sensing import MARKER_GRID, TactileSensor
+from simroll.envs.variations import PhysicsSnapshot, resolve_variation
+from simroll.features import (
+    ACTION_DIM,
+    CAMERAS,
+    FINGERS,
+    GRIPPER_MODES,
+    OBS_MODES,
+    STATE_NAMES,
+    TAXEL_GRID,
+)
+
+LIFT_HEIGHT = 0.05
+BLOCKS = 11
+OBJECT_FIELDS = ("x", "y", "z", "yaw", "visible", "staleness", "seen")
+VISIBLE_FRACTION = 0.3
+SETTLE_TOLERANCE = 0.002  # metres a block may move while the scene settles
+MAX_SETTLE_DRAWS = 20
+RIGID_TOLERANCE = 1.0  # percent: a rigid target never deforms; DSR equals TSR on it
+
+
+class ClutterRetrieveEnv(SoftTaskEnv):
+    task_name = "ClutterRetrieve"
+    instruction = "retrieve the red {object} from the clutter"
+
+    def __init__(
+        self,
+        object: str = "cuboid",
+        tier: str = "medium",
+        rigid_twin: bool = False,
+        obs_mode: str = "full",
+        image_size: int = 96,
+        gripper_mode: str = "continuous",
+        variation: str | dict | None = None,
+        render_mode: str | None = None,
+        render_size: tuple[int, int] = (240, 320),
+        tactile_shape: tuple[int, int] = TAXEL_GRID,
+        detection_noise: tuple[float, float] = (0.002, math.radians(1.0)),
+        with_task_description: bool = True,
+        cameras: tuple[str, ...] | list[str] | None = None,
+    ):
+        if object not in TARGET_SHAPES:
+            raise ValueError(f"object must be a target shape of {TARGET_SHAPES}, got {object!r}")
+        if tier not in TIERS:
+            raise ValueError(f"tier must be one of {sorted(TIERS)}, got {tier!r}")
+        if obs_mode not in OBS_MODES:
+            raise ValueError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
+        if gripper_mode not in GRIPPER_MODES:
+            raise ValueError(f"gripper_mode must be one of {GRIPPER_MODES}, got {gripper_mode!r}")
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+        if not (isinstance(image_size, int) and 16 <= image_size <= 1024):
+            raise ValueError(f"image_size must be an int in [16, 1024], got {image_size!r}")
+        noise = np.asarray(detection_noise, dtype=float)
+        if noise.shape != (2,) or not np.all(np.isfinite(noise)) or np.any(noise < 0):
+            raise ValueError(
+                f"detection_noise must be (metres, radians) >= 0, got {detection_noise!r}"
+            )
+        self.object_name, self.tier = object, tier
+        self.rigid_twin = bool(rigid_twin)  # the target is rigid already
+        self.obs_mode, self.gripper_mode, self.render_mode = obs_mode, gripper_mode, render_mode
+        self.image_size, self.render_size, self.tactile_shape = (
+            image_size,
+            render_size,
+            tactile_shape,
+        )
+        self.detection_noise = noise
+        self.tolerance = RIGID_TOLERANCE
+        self.with_task_description = bool(with_task_description)
+        cameras = CAMERAS if cameras is None else tuple(cameras)
+        if (
+            not cameras
+            or any(c not in CAMERAS for c in cameras)
+            or len(set(cameras)) != len(cameras)
+        ):
+            raise ValueError(f"cameras must be distinct names from {CAMERAS}, got {cameras!r}")
+        self.cameras = tuple(c for c in CAMERAS if c in cameras)
+        self.default_variation = resolve_variation(variation)
+        self.variation = self.default_variation
+        self.model = None
+        self._shapes: tuple[str, ...] = ()
+        self._cameras = self._render_rig = None
+        self._probe: mujoco.Renderer | None = None
+
+        self.action_space = spaces.Box(-1.0, 1.0, shape=(ACTION_DIM,), dtype=np.float32)
+        rows, cols = tactile_shape
+        obs: dict[str, spaces.Space] = {
+            "tactile": spaces.Dict(
+                {
+                    "force": spaces.Box(0.0, np.inf, (FINGERS, rows, cols), np.float32),
+                    "markers": spaces.Box(
+                        -np.inf, np.inf, (FINGERS, MARKER_GRID[0] * MARKER_GRID[1], 2), np.float32
+                    ),
+                }
+            ),
+            "agent_pos": spaces.Box(-np.inf, np.inf, (len(STATE_NAMES),), np.float32),
+        }
+        if self.with_task_description:
+            obs["task_description"] = spaces.Text(max_length=200, charset=TEXT_CHARSET)
+        if obs_mode == "full":
+            size = (image_size, image_size)
+            obs["pixels"] = spaces.Dict(
+                {c: spaces.Box(0, 255, (*size, 3), np.uint8) for c in self.cameras}
+            )
+            obs["depth"] = spaces.Box(0.0, np.inf, size, np.float32)
+            obs["segmentation"] = spaces.Box(-1, BLOCKS - 1, size, np.int32)
+            obs["objects"] = spaces.Box(-np.inf, np.inf, (BLOCKS, len(OBJECT_FIELDS)), np.float32)
+        else:
+            obs["environment_state"] = spaces.Box(-np.inf, np.inf, (BLOCKS, 4), np.float32)
+        self.observation_space = spaces.Dict(obs)
+
+    # ----------------------------------------------------------------- model
+    def _load_model(self, shapes: tuple[str, ...]) -> None:  # type: ignore[override]
+        if shapes == self._shapes and self.model is not None:
+            return
+        self.close()
+        model = self.model = copy.deepcopy(compile_model(shapes))
+        self.data = mujoco.MjData(model)
+        self._shapes = shapes
+
+        def jid(name: str) -> int:
+            return mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name)
+
+        hand = [jid(n) for n in ("hand_x", "hand_y", "hand_z", "hand_yaw")]
+        fingers = [jid("finger_left"), jid("finger_right")]
+        pads = [
+            mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, n) for n in ("pad_left", "pad_right")
+        ]
+        hand_body = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, "hand")
+        self._block_bodies = np.array(
+            [
+                mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, f"block_{i}")
+                for i in range(BLOCKS)
+            ]
+        )
+        self._block_qpos = np.array([model.jnt_qposadr[jid(f"block_{i}")] for i in range(BLOCKS)])
+        target_geom = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "block_0_0")
+        self.ids = SceneIds(
+            hand_joints=model.jnt_qposadr[hand],
+            hand_dofs=model.jnt_dofadr[hand],
+            finger_qpos=model.jnt_qposadr[fingers],
+            finger_dof=model.jnt_dofadr[fingers],
+            pad_geoms=np.array(pads),
+            hand_body=hand_body,
+            object_body=int(self._block_bodies[0]),
+            object_geom=target_geom,
+            flex=-1,
+            object_qpos=self._block_qpos[0] + np.arange(7),
+            target_site=-1,
+            hand_base_z=float(model.body_pos[hand_body][2]),
+        )
+        # geom id -> block index (-1: table, hand) for the segmentation image
+        self._geom_block = np.full(model.ngeom + 1, -1, dtype=np.int32)
+        for i, body in enumerate(self._block_bodies):
+            self._geom_block[np.flatnonzero(model.geom_bodyid == body)] = i
+        self._object_bodies = np.array([self._block_bodies[0]])
+        self._contact_geoms = np.concatenate([self.ids.pad_geoms, [target_geom]])
+        half = model.geom_aabb[target_geom][3:]
+        corners = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)])
+        self._twin_corners = corners * half + model.geom_aabb[target_geom][:3]
+        self.tactile = TactileSensor(
+            model, self.ids.pad_geoms, target_geom, -1, *self.tactile_shape
+        )
+        self._scene_camera = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, "scene")
+        self.snapshot = PhysicsSnapshot(model)
+
+    # ----------------------------------------------------------------- target state
+    def _yaw_matters(self) -> bool:
+        return True
+
+    @property
+    def task_description(self) -> str:
+        return self.instruction.format(object=self.object_name.replace("_", " "))
+
+    def block_poses(self) -> np.ndarray:
+        """True ``x, y, z, yaw`` of every block (target first), shape (11, 4)."""
+        out = np.empty((BLOCKS, 4))
+        out[:, :3] = self.data.xpos[self._block_bodies]
+        mats = self.data.xmat[self._block_bodies].reshape(BLOCKS, 3, 3)
+        out[:, 3] = np.arctan2(mats[:, 1, 0], mats[:, 0, 0])
+        return out
+
+    def goal_position(self) -> np.ndarray:
+        return np.zeros(3)  # retrieval has no goal site
+
+    # ----------------------------------------------------------------- episode
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super(SoftTaskEnv, self).reset(seed=seed)
+        options = options or {}
+        unknown = set(options) - {"variation"}
+        if unknown:
+            raise ValueError(f"unknown reset options {sorted(unknown)}; expected 'variation'")
+        self.variation = resolve_variation(options.get("variation", self.default_variation))
+        if self.variation.young_scale != 1.0:
+            raise ValueError(
+                f"variation {self.variation.name!r} scales stiffness, which rigid clutter lacks"
+            )
+        rng = self.np_random
+        for _ in range(MAX_SETTLE_DRAWS):
+            layout = generate_layout(rng, self.object_name, self.tier)
+            if self._place(layout):
+                break
+        else:
+            raise RuntimeError(
+                f"seed {seed}: {MAX_SETTLE_DRAWS} {self.tier} layouts in a row did not settle"
+            )
+        self.layout = layout
+        self._rest_shape = RestShape(self.object_points())
+        self.rest_center = self.object_center()
+        self._peak_deformation = 0.0
+        self._hold = 0
+        self._elapsed_steps = 0
+        self._diverged = False
+        self._last_seen = np.zeros((BLOCKS, 4))
+        self._staleness = np.zeros(BLOCKS)
+        self._seen = np.zeros(BLOCKS, dtype=bool)
+        self._reference_pixels: np.ndarray | None = None
+        info = self._info(self._step_eval(), termination_reason=None)
+        info["layout_attempts"] = layout.attempts
+        return self._observation(), info
+
+    def _place(self, layout: Layout) -> bool:
+        """Load the layout's model, place blocks and hand, settle; False if a block moved."""
+        self._load_model(tuple(shape.name for shape in layout.shapes))
+        model, data = self.model, self.data
+        self.snapshot.apply(
+            model, self.variation, self._block_bodies, self._contact_geoms, self._scene_camera
+        )
+        mujoco.mj_resetData(model, data)
+        for i, (shape, pose) in enumerate(zip(layout.shapes, layout.poses, strict=True)):
+            yaw = pose[2]
+            data.qpos[self._block_qpos[i] : self._block_qpos[i] + 7] = [
+                pose[0],
+                pose[1],
+                shape.half_height,
+                math.cos(yaw / 2),
+                0.0,
+                0.0,
+                math.sin(yaw / 2),
+            ]
+        hand = np.array([HAND_HOME[0], HAND_HOME[1], HAND_HOME[2] - self.ids.hand_base_z, 0.0])
+        data.qpos[self.ids.hand_joints] = hand
+        self._target = hand.copy()
+        self._gripper_target = 0.0
+        self._apply_controls()
+        mujoco.mj_forward(model, data)
+        start = data.xpos[self._block_bodies].copy()
+        for _ in range(SETTLE_STEPS):
+            mujoco.mj_step(model, data)
+        moved = np.linalg.norm(data.xpos[self._block_bodies] - start, axis=1)
+        return bool(moved.max() <= SETTLE_TOLERANCE)
+
+    def evaluate(self) -> dict[str, Any]:
+        lifted = float(self.object_center()[2] - self.rest_center[2])
+        both_pads = bool((self._tactile_reading.normal_force > 0.05).all())
+        return {"success": bool(lifted >= LIFT_HEIGHT and both_pads), "lift_height": lifted}
+
+    # ----------------------------------------------------------------- observation
+    def _observation(self) -> dict[str, Any]:
+        obs = super()._observation()
+        if self.obs_mode == "full":
+            depth, segmentation = self._probe_render()
+            obs["depth"] = depth
+            obs["segmentation"] = segmentation
+            obs["objects"] = self._detect(segmentation)
+        else:
+            obs.pop("environment_state", None)
+            obs["environment_state"] = self.block_poses().astype(np.float32)
+        return obs
+
+    def _probe_render(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._probe is None:
+            _check_can_render()
+            self._probe = mujoco.Renderer(self.model, self.image_size, self.image_size)
+        renderer = self._probe
+        renderer.update_scene(self.data, camera="scene")
+        renderer.enable_depth_rendering()
+        depth = renderer.render().astype(np.float32)
+        renderer.disable_depth_rendering()
+        renderer.enable_segmentation_rendering()
+        ids = renderer.render()
+        renderer.disable_segmentation_rendering()
+        geom = np.where(ids[..., 1] == int(mujoco.mjtObj.mjOBJ_GEOM), ids[..., 0], -1)
+        return depth, self._geom_block[geom]
+
+    def _detect(self, segmentation: np.ndarray) -> np.ndarray:
+        counts = np.bincount(segmentation[segmentation >= 0].ravel(), minlength=BLOCKS)
+        if self._reference_pixels is None:  # the unoccluded first frame of the episode
+            self._reference_pixels = np.maximum(counts, 1)
+        visible = counts >= np.maximum(VISIBLE_FRACTION * self._reference_pixels, 2)
+        truth = self.block_poses()
+        noise = self.np_random.normal(size=(BLOCKS, 3)) * self.detection_noise[[0, 0, 1]]
+        detected = truth.copy()
+        detected[:, :2] += noise[:, :2]
+        detected[:, 3] = np.angle(np.exp(1j * (truth[:, 3] + noise[:, 2])))
+        self._last_seen[visible] = detected[visible]
+        self._seen |= visible
+        self._staleness = np.where(visible, 0, self._staleness + 1)
+        out = np.concatenate(
+            [
+                self._last_seen,
+                visible[:, None],
+                np.where(self._seen, self._staleness, 0)[:, None],
+                self._seen[:, None],
+            ],
+            axis=1,
+        )
+        return out.astype(np.float32)
+
+    def close(self) -> None:
+        super().close()
+        if self._probe is not None:
+            self._probe.close()
+            self._probe = None
