@@ -1,0 +1,333 @@
+"""TRACE's discrete action set for clutter retrieval, each primitive one macro step.
+
+:class:`PrimitiveActions` wraps a ``simroll/ClutterRetrieve-v0`` env (``Discrete(18)``):
+
+* ``0-15``: pushes of 4 cm in the hand's frame at push height (closed jaw as the pusher): the four
+  axial pushes (+x, -x, +y, -y), then per diagonal (++, +-, -+, --) a straight 4 cm push and two
+  L-shaped ones (2 cm along x then 2 cm along y, and y then x). ``PUSHES`` lists the waypoints.
+* ``16`` (``GRASP``): withdraw out of the camera's view, read the target and its neighbours from
+  that unoccluded observation's detections, pick the grasp yaw with the most clearance
+  (:func:`simroll.envs.clutter.layout.grasp_clear` on the detected footprints), descend with the
+  jaw open, close, lift. On success the env's own success test ends the episode; a failed grasp
+  opens, lifts and returns to the push pose it left.
+* ``17`` (``LOOK``): withdraw out of view for one observation and come back (a sensing
+  withdrawal, what a closed-loop teacher does when its view is occluded).
+
+Every primitive runs a low-level controller through the wrapped env's 5-D ``step`` at 20 Hz, so
+physics, contacts, tactile and the evaluator are the env's own; the wrapper adds up what a
+primitive cost: ``info["primitive"]``, ``low_level_steps``, and running totals
+``execution_time_s`` (simulated seconds), ``primitives``, ``withdrawals`` (grasps and looks each
+withdraw once) and ``travel`` (metres of hand path in the plane while pushing). Budgets
+(TRACE's: ``max_primitives`` = plan length + 20, ``max_travel`` = plan length x 4 cm + 15 cm)
+truncate the episode with ``info["termination_reason"] = "budget"``.
+
+At reset the hand moves from its home, in the air, to the free spot nearest the target where the
+closed jaw fits with 5 mm to spare (:func:`start_spot`, from the first observation's detections)
+and descends there to push height.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from simroll.envs.clutter.layout import distance, footprint, grasp_clear, pad_footprints
+from simroll.envs.clutter.scene import HAND_HOME
+from simroll.envs.core import CONTROL_HZ, MAX_STEP
+
+PUSH_LENGTH = 0.04
+PUSH_Z = 0.032  # pad centre height while pushing: pads span the blocks' height, palm clears them
+SAFE_Z = 0.10  # above every block
+LIFT_Z = 0.12
+GRASP_Z = 0.032
+PUSHER_HALF = (0.015, 0.012)  # the closed jaw's footprint, hand frame
+START_CLEARANCE = 0.005
+
+
+def _pushes() -> list[list[tuple[float, float]]]:
+    half = PUSH_LENGTH / 2
+    diag = PUSH_LENGTH / math.sqrt(2)
+    out: list[list[tuple[float, float]]] = [
+        [(PUSH_LENGTH, 0.0)],
+        [(-PUSH_LENGTH, 0.0)],
+        [(0.0, PUSH_LENGTH)],
+        [(0.0, -PUSH_LENGTH)],
+    ]
+    for sx, sy in ((1, 1), (1, -1), (-1, 1), (-1, -1)):
+        out.append([(sx * diag, sy * diag)])
+        out.append([(sx * half, 0.0), (sx * half, sy * half)])
+        out.append([(0.0, sy * half), (sx * half, sy * half)])
+    return out
+
+
+PUSHES = _pushes()  # per push primitive: cumulative waypoints in the hand frame
+GRASP = len(PUSHES)
+LOOK = GRASP + 1
+NAMES = [
+    "push_+x",
+    "push_-x",
+    "push_+y",
+    "push_-y",
+    *[
+        f"push_{d}{kind}"
+        for d in ("++", "+-", "-+", "--")
+        for kind in ("", "_x_then_y", "_y_then_x")
+    ],
+    "grasp",
+    "look",
+]
+
+
+def detected_footprints(objects: np.ndarray, shapes) -> list[list[np.ndarray] | None]:
+    """Footprints at the detected poses (``objects`` rows of the env's partial observation);
+    None for blocks never seen."""
+    out: list[list[np.ndarray] | None] = []
+    for row, shape in zip(objects, shapes, strict=True):
+        seen = row[6] > 0
+        out.append(footprint(shape, np.array([row[0], row[1], row[3]])) if seen else None)
+    return out
+
+
+def start_spot(prints: list[list[np.ndarray] | None], target_xy: np.ndarray) -> np.ndarray:
+    """The free point nearest the target (16 bearings, 5 mm rings) where the closed jaw at yaw 0
+    keeps ``START_CLEARANCE`` from every detected block."""
+    pusher = np.array(
+        [
+            [-PUSHER_HALF[0], -PUSHER_HALF[1]],
+            [PUSHER_HALF[0], -PUSHER_HALF[1]],
+            [PUSHER_HALF[0], PUSHER_HALF[1]],
+            [-PUSHER_HALF[0], PUSHER_HALF[1]],
+        ]
+    )
+    known = [p for p in prints if p is not None]
+    for ring in range(1, 60):
+        radius = 0.005 * ring
+        for k in range(16):
+            angle = 2 * math.pi * k / 16
+            spot = target_xy + radius * np.array([math.cos(angle), math.sin(angle)])
+            if all(distance([pusher + spot], other) >= START_CLEARANCE for other in known):
+                return spot
+    raise RuntimeError("no free start spot within 30 cm of the target")
+
+
+def choose_grasp_yaw(prints: list[list[np.ndarray] | None]) -> tuple[float, bool]:
+    """The grasp yaw for the target (``prints[0]``): a clear one if any, the one whose pads keep
+    the most distance from the detected clutter; and whether it was clear."""
+    target = prints[0]
+    assert target is not None
+    others = [p for p in prints[1:] if p is not None]
+    centre = np.mean(np.concatenate(target), axis=0)
+    clear = grasp_clear(target, centre, others)
+    best, best_room = 0.0, -math.inf
+    for k in range(16):
+        yaw = math.pi * k / 16
+        pads = pad_footprints(target, centre, yaw)
+        if pads is None:
+            continue
+        room = min((distance([pad], other) for pad in pads for other in others), default=1.0)
+        if (yaw in clear, room) > (best in clear, best_room):
+            best, best_room = yaw, room
+    return best, best in clear
+
+
+class PrimitiveActions(gym.Wrapper):
+    """Discrete push / grasp / look primitives over a ClutterRetrieve env (see the module doc)."""
+
+    def __init__(
+        self,
+        env: gym.Env,
+        max_primitives: int | None = None,
+        max_travel: float | None = None,
+        settle_steps: int = 2,
+    ):
+        super().__init__(env)
+        if env.unwrapped.obs_mode != "full":
+            raise ValueError(
+                "PrimitiveActions needs obs_mode='full': the grasp reads the partial object "
+                f"observation, got obs_mode={env.unwrapped.obs_mode!r}"
+            )
+        if max_primitives is not None and not (
+            isinstance(max_primitives, int) and max_primitives > 0
+        ):
+            raise ValueError(f"max_primitives must be an int > 0 or None, got {max_primitives!r}")
+        if max_travel is not None and not (max_travel > 0 and math.isfinite(max_travel)):
+            raise ValueError(f"max_travel must be metres > 0 or None, got {max_travel!r}")
+        self.action_space = spaces.Discrete(len(NAMES))
+        self.max_primitives, self.max_travel = max_primitives, max_travel
+        self.settle_steps = settle_steps
+
+    # ----------------------------------------------------------------- low-level control
+    def _drive(self, goal: np.ndarray, grip: float, max_steps: int, tol: float = 0.002):
+        """Step towards ``goal`` (x, y, z, yaw of the hand target) until the commanded target is
+        there (the hand may lag behind a block it pushes); returns the last step's results."""
+        raw = self.env.unwrapped
+        result = None
+        for _ in range(max_steps):
+            delta = (goal - raw.hand_target()) / MAX_STEP
+            delta[3] = math.remainder(goal[3] - raw.hand_target()[3], 2 * math.pi) / MAX_STEP[3]
+            if np.abs(delta * MAX_STEP).max() < tol and result is not None:
+                break
+            result = self._step(np.r_[np.clip(delta, -1, 1), grip])
+            if result[2] or result[3]:
+                break
+        return result
+
+    def _step(self, action: np.ndarray):
+        raw = self.env.unwrapped
+        before = raw.hand_pose()[:2]
+        result = self.env.step(action.astype(np.float32))
+        if self._pushing:
+            self._travel += float(np.linalg.norm(raw.hand_pose()[:2] - before))
+        self._low_level += 1
+        self._last = result
+        return result
+
+    def _hold(self, grip: float, steps: int):
+        raw = self.env.unwrapped
+        result = self._last
+        for _ in range(steps):
+            result = self._drive(raw.hand_target(), grip, 1)
+            if result[2] or result[3]:
+                break
+        return result
+
+    def _pose(self, x: float, y: float, z: float, yaw: float) -> np.ndarray:
+        return np.array([x, y, z - self.env.unwrapped.ids.hand_base_z, yaw])
+
+    # ----------------------------------------------------------------- episode
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._travel, self._low_level, self._primitives, self._withdrawals = 0.0, 0, 0, 0
+        self._pushing = False
+        self._last = (obs, 0.0, False, False, info)
+        raw = self.env.unwrapped
+        shapes = raw.layout.shapes
+        prints = detected_footprints(obs["objects"], shapes)
+        spot = start_spot(prints, obs["objects"][0, :2])
+        self._drive(self._pose(*raw.hand_pose()[:2], SAFE_Z, 0.0), 1.0, 30)
+        self._drive(self._pose(spot[0], spot[1], SAFE_Z, 0.0), 1.0, 60)
+        obs, reward, terminated, truncated, info = self._drive(
+            self._pose(spot[0], spot[1], PUSH_Z, 0.0), 1.0, 30
+        )
+        self._hold(1.0, self.settle_steps)
+        obs, reward, terminated, truncated, info = self._last
+        return obs, self._totals(info, None)
+
+    def step(self, action):
+        if not self.action_space.contains(action):
+            raise ValueError(f"primitive must be an int in [0, {len(NAMES) - 1}], got {action!r}")
+        action = int(action)
+        self._primitives += 1
+        start_steps = self._low_level
+        if action < GRASP:
+            self._pushing = True
+            try:
+                self._push(action)
+            finally:
+                self._pushing = False
+        elif action == GRASP:
+            self._grasp()
+        else:
+            self._look()
+        obs, reward, terminated, truncated, info = self._last
+        info = self._totals(info, action, self._low_level - start_steps)
+        if not (terminated or truncated):
+            over = (
+                self.max_primitives is not None and self._primitives >= self.max_primitives
+            ) or (self.max_travel is not None and self._travel > self.max_travel)
+            if over:
+                truncated = True
+                info["termination_reason"] = "budget"
+        return obs, reward, terminated, truncated, info
+
+    def _totals(self, info: dict, action: int | None, steps: int = 0) -> dict:
+        info = dict(info)
+        info.update(
+            primitive=None if action is None else NAMES[action],
+            low_level_steps=steps,
+            execution_time_s=self._low_level / CONTROL_HZ,
+            primitives=self._primitives,
+            withdrawals=self._withdrawals,
+            travel=self._travel,
+        )
+        return info
+
+    # ----------------------------------------------------------------- primitives
+    def _push(self, index: int) -> None:
+        raw = self.env.unwrapped
+        start = raw.hand_target().copy()
+        yaw = start[3]
+        c, s = math.cos(yaw), math.sin(yaw)
+        for wx, wy in PUSHES[index]:
+            goal = start.copy()
+            goal[:2] += [c * wx - s * wy, s * wx + c * wy]
+            result = self._drive(goal, 1.0, 12)
+            if result[2] or result[3]:
+                return
+        self._hold(1.0, self.settle_steps)
+
+    def _withdraw(self):
+        """Lift and move out of the camera's view; the observation there is unoccluded."""
+        raw = self.env.unwrapped
+        self._withdrawals += 1
+        x, y = raw.hand_pose()[:2]
+        yaw = raw.hand_target()[3]
+        grip = 1.0
+        for goal in (self._pose(x, y, SAFE_Z, yaw), self._pose(*HAND_HOME[:2], SAFE_Z, yaw)):
+            result = self._drive(goal, grip, 60)
+            if result[2] or result[3]:
+                return result
+        return self._hold(grip, 1)
+
+    def _return(self, push_pose: np.ndarray, grip: float) -> None:
+        above = push_pose.copy()
+        above[2] = SAFE_Z - self.env.unwrapped.ids.hand_base_z
+        for goal in (above, push_pose):
+            result = self._drive(goal, grip, 60)
+            if result[2] or result[3]:
+                return
+        self._hold(grip, self.settle_steps)
+
+    def _look(self) -> None:
+        push_pose = self.env.unwrapped.hand_target().copy()
+        result = self._withdraw()
+        if not (result[2] or result[3]):
+            self._return(push_pose, 1.0)
+
+    def _grasp(self) -> None:
+        raw = self.env.unwrapped
+        push_pose = raw.hand_target().copy()
+        result = self._withdraw()
+        if result[2] or result[3]:
+            return
+        prints = detected_footprints(result[0]["objects"], raw.layout.shapes)
+        if prints[0] is None:
+            self._return(push_pose, 1.0)
+            return
+        yaw, _ = choose_grasp_yaw(prints)
+        # the jaw is symmetric: of yaw and yaw - pi, turn through the smaller angle
+        if abs(math.remainder(yaw - push_pose[3], 2 * math.pi)) > math.pi / 2:
+            yaw -= math.pi
+        centre = np.mean(np.concatenate(prints[0]), axis=0)
+        for goal, grip, steps in (
+            (self._pose(centre[0], centre[1], SAFE_Z, yaw), -1.0, 60),
+            (self._pose(centre[0], centre[1], GRASP_Z, yaw), -1.0, 30),
+        ):
+            result = self._drive(goal, grip, steps)
+            if result[2] or result[3]:
+                return
+        result = self._hold(1.0, 14)  # close (a delta jaw closes 5 mm per step)
+        if result[2] or result[3]:
+            return
+        result = self._drive(self._pose(centre[0], centre[1], LIFT_Z, yaw), 1.0, 30)
+        if result[2] or result[3]:
+            return
+        result = self._hold(1.0, 10)  # the env ends the episode once the lift has held
+        if result[2] or result[3]:
+            return
+        self._hold(-1.0, 6)  # failed: let go and go back to pushing
+        self._return(push_pose, 1.0)
