@@ -136,7 +136,5 @@ def test_bad_primitives_and_modes_are_refused(make_wrapped):
     env.reset(seed=0)
     with pytest.raises(ValueError, match=r"int in \[0, 17\], got 18"):
         env.step(18)
-    state = gym.make("simroll/ClutterRetrieve-v0", obs_mode="state")
-    with pytest.raises(ValueError, match="obs_mode='full'"):
-        PrimitiveActions(state)
-    state.close()
+    with pytest.raises(ValueError, match="max_primitives"):
+        make_wrapped(max_primitives=0)

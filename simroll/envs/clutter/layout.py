@@ -219,6 +219,13 @@ def pad_footprints(
     return pads[0], pads[1]
 
 
+def grasp_opening(target: list[np.ndarray], centre: np.ndarray, yaw: float) -> float:
+    """Jaw opening (between the pads) that :func:`pad_footprints` assumes at ``yaw``."""
+    across = np.array([-math.sin(yaw), math.cos(yaw)])
+    width = _extent(target, centre, across) + _extent(target, centre, -across)
+    return width + 2 * PAD_CLEARANCE
+
+
 def grasp_clear(
     target: list[np.ndarray], centre: np.ndarray, others: list[list[np.ndarray]]
 ) -> list[float]:
@@ -233,6 +240,32 @@ def grasp_clear(
         if all(_separated(pad, q) for pad in pads for other in others for q in other):
             clear.append(yaw)
     return clear
+
+
+def grasp_blockage(
+    target: list[np.ndarray], centre: np.ndarray, others: list[list[np.ndarray]]
+) -> float:
+    """How far the target is from a clear grasp: over the ``GRASP_YAWS`` grasp yaws, the least
+    total area (m^2) by which the two descending pads would overlap clutter footprints; 0 when a
+    grasp's pads overlap nothing (:func:`grasp_clear` then decides touching), inf when the
+    target is too wide for every yaw."""
+    import cv2
+
+    best = math.inf
+    for k in range(GRASP_YAWS):
+        pads = pad_footprints(target, centre, math.pi * k / GRASP_YAWS)
+        if pads is None:
+            continue
+        area = 0.0
+        for pad in pads:
+            for other in others:
+                for part in other:
+                    if not _separated(pad, part):
+                        area += cv2.intersectConvexConvex(
+                            pad.astype(np.float32), part.astype(np.float32)
+                        )[0]
+        best = min(best, area)
+    return best
 
 
 def _slide(

@@ -6,7 +6,7 @@
   axial pushes (+x, -x, +y, -y), then per diagonal (++, +-, -+, --) a straight 4 cm push and two
   L-shaped ones (2 cm along x then 2 cm along y, and y then x). ``PUSHES`` lists the waypoints.
 * ``16`` (``GRASP``): withdraw out of the camera's view, read the target and its neighbours from
-  that unoccluded observation's detections, pick the grasp yaw with the most clearance
+  that unoccluded observation's detections (in ``obs_mode="state"``, the true poses), pick the grasp yaw with the most clearance
   (:func:`simroll.envs.clutter.layout.grasp_clear` on the detected footprints), descend with the
   jaw open, close, lift. On success the env's own success test ends the episode; a failed grasp
   opens, lifts and returns to the push pose it left.
@@ -35,9 +35,16 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from simroll.envs.clutter.layout import distance, footprint, grasp_clear, pad_footprints
+from simroll.envs.clutter.layout import (
+    distance,
+    footprint,
+    grasp_clear,
+    grasp_opening,
+    pad_footprints,
+)
 from simroll.envs.clutter.scene import HAND_HOME
-from simroll.envs.core import CONTROL_HZ, MAX_STEP
+from simroll.envs.core import CONTROL_HZ, GRIPPER_STEP, MAX_STEP
+from simroll.envs.scene import FINGER_TRAVEL, OPEN_HALF_WIDTH
 
 PUSH_LENGTH = 0.04
 PUSH_Z = 0.032  # pad centre height while pushing: pads span the blocks' height, palm clears them
@@ -82,9 +89,19 @@ NAMES = [
 ]
 
 
+def detections(obs: dict[str, Any]) -> np.ndarray:
+    """The block detections an observation gives, as rows of the partial object observation:
+    ``objects`` in ``obs_mode="full"``; in ``"state"`` mode every true pose, seen and fresh."""
+    if "objects" in obs:
+        return np.asarray(obs["objects"])
+    poses = np.asarray(obs["environment_state"])
+    flags = np.tile([1.0, 0.0, 1.0], (len(poses), 1))
+    return np.concatenate([poses, flags], axis=1)
+
+
 def detected_footprints(objects: np.ndarray, shapes) -> list[list[np.ndarray] | None]:
-    """Footprints at the detected poses (``objects`` rows of the env's partial observation);
-    None for blocks never seen."""
+    """Footprints at the detected poses (rows of :func:`detections`); None for blocks never
+    seen."""
     out: list[list[np.ndarray] | None] = []
     for row, shape in zip(objects, shapes, strict=True):
         seen = row[6] > 0
@@ -145,11 +162,6 @@ class PrimitiveActions(gym.Wrapper):
         settle_steps: int = 2,
     ):
         super().__init__(env)
-        if env.unwrapped.obs_mode != "full":
-            raise ValueError(
-                "PrimitiveActions needs obs_mode='full': the grasp reads the partial object "
-                f"observation, got obs_mode={env.unwrapped.obs_mode!r}"
-            )
         if max_primitives is not None and not (
             isinstance(max_primitives, int) and max_primitives > 0
         ):
@@ -206,8 +218,8 @@ class PrimitiveActions(gym.Wrapper):
         self._last = (obs, 0.0, False, False, info)
         raw = self.env.unwrapped
         shapes = raw.layout.shapes
-        prints = detected_footprints(obs["objects"], shapes)
-        spot = start_spot(prints, obs["objects"][0, :2])
+        found = detections(obs)
+        spot = start_spot(detected_footprints(found, shapes), found[0, :2])
         self._drive(self._pose(*raw.hand_pose()[:2], SAFE_Z, 0.0), 1.0, 30)
         self._drive(self._pose(spot[0], spot[1], SAFE_Z, 0.0), 1.0, 60)
         obs, reward, terminated, truncated, info = self._drive(
@@ -216,6 +228,14 @@ class PrimitiveActions(gym.Wrapper):
         self._hold(1.0, self.settle_steps)
         obs, reward, terminated, truncated, info = self._last
         return obs, self._totals(info, None)
+
+    def load(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`ClutterRetrieveEnv.get_sim_state` state with fresh totals (a
+        search copy simulating primitives from a state of another env)."""
+        self.env.unwrapped.set_sim_state(state)
+        self._travel, self._low_level, self._primitives, self._withdrawals = 0.0, 0, 0, 0
+        self._pushing = False
+        self._last = None
 
     def step(self, action):
         if not self.action_space.contains(action):
@@ -292,6 +312,27 @@ class PrimitiveActions(gym.Wrapper):
                 return
         self._hold(grip, self.settle_steps)
 
+    def _preshape(self, opening: float):
+        """Set the jaw to ``opening`` (m between the pads) and return the last step and the
+        gripper command that holds it (a binary jaw can only stay fully open)."""
+        raw = self.env.unwrapped
+        travel = float(np.clip((2 * OPEN_HALF_WIDTH - opening) / 2, 0.0, FINGER_TRAVEL))
+        mode = raw.gripper_mode
+        if mode == "continuous":
+            grip = 2 * travel / FINGER_TRAVEL - 1
+            return self._hold(grip, 4), grip
+        if mode == "delta":
+            result = self._last
+            for _ in range(16):
+                step = (travel - raw.gripper_target) / GRIPPER_STEP
+                if abs(step) < 1e-6:
+                    break
+                result = self._drive(raw.hand_target(), float(np.clip(step, -1, 1)), 1)
+                if result[2] or result[3]:
+                    break
+            return self._hold(0.0, 2), 0.0
+        return self._hold(-1.0, 1), -1.0
+
     def _look(self) -> None:
         push_pose = self.env.unwrapped.hand_target().copy()
         result = self._withdraw()
@@ -304,7 +345,7 @@ class PrimitiveActions(gym.Wrapper):
         result = self._withdraw()
         if result[2] or result[3]:
             return
-        prints = detected_footprints(result[0]["objects"], raw.layout.shapes)
+        prints = detected_footprints(detections(result[0]), raw.layout.shapes)
         if prints[0] is None:
             self._return(push_pose, 1.0)
             return
@@ -313,13 +354,17 @@ class PrimitiveActions(gym.Wrapper):
         if abs(math.remainder(yaw - push_pose[3], 2 * math.pi)) > math.pi / 2:
             yaw -= math.pi
         centre = np.mean(np.concatenate(prints[0]), axis=0)
-        for goal, grip, steps in (
-            (self._pose(centre[0], centre[1], SAFE_Z, yaw), -1.0, 60),
-            (self._pose(centre[0], centre[1], GRASP_Z, yaw), -1.0, 30),
-        ):
-            result = self._drive(goal, grip, steps)
-            if result[2] or result[3]:
-                return
+        result = self._drive(self._pose(centre[0], centre[1], SAFE_Z, yaw), -1.0, 60)
+        if result[2] or result[3]:
+            return
+        # pre-shape the jaw to the target's width plus the pads' clearance, so the pads come
+        # down where the clearance check looked (fully open they would land on neighbours)
+        result, grip = self._preshape(grasp_opening(prints[0], centre, yaw))
+        if result[2] or result[3]:
+            return
+        result = self._drive(self._pose(centre[0], centre[1], GRASP_Z, yaw), grip, 30)
+        if result[2] or result[3]:
+            return
         result = self._hold(1.0, 14)  # close (a delta jaw closes 5 mm per step)
         if result[2] or result[3]:
             return

@@ -63,6 +63,7 @@ OBJECT_FIELDS = ("x", "y", "z", "yaw", "visible", "staleness", "seen")
 VISIBLE_FRACTION = 0.3
 SETTLE_TOLERANCE = 0.002  # metres a block may move while the scene settles
 MAX_SETTLE_DRAWS = 20
+INTEGRATION_STATE = mujoco.mjtState.mjSTATE_INTEGRATION
 RIGID_TOLERANCE = 1.0  # percent: a rigid target never deforms; DSR equals TSR on it
 
 
@@ -230,6 +231,54 @@ class ClutterRetrieveEnv(SoftTaskEnv):
     def goal_position(self) -> np.ndarray:
         return np.zeros(3)  # retrieval has no goal site
 
+    # ----------------------------------------------------------------- simulation state
+    def get_sim_state(self) -> dict[str, Any]:
+        """Everything a later :meth:`set_sim_state` needs to continue from here, in this env or in
+        another ClutterRetrieve env (a teacher's search copy): MuJoCo's full integration state
+        (so the copy steps bit-identically), the gripper mode, the hand and jaw targets, the
+        evaluator's counters and the layout."""
+        physics = np.empty(mujoco.mj_stateSize(self.model, INTEGRATION_STATE))
+        mujoco.mj_getState(self.model, self.data, physics, INTEGRATION_STATE)
+        return {
+            "layout": self.layout,
+            "physics": physics,  # qpos, qvel, act, warm start, controls, time, ...
+            "gripper_mode": self.gripper_mode,
+            "target": self._target.copy(),
+            "gripper_target": self._gripper_target,
+            "hold": self._hold,
+            "elapsed_steps": self._elapsed_steps,
+            "rest_center": self.rest_center.copy(),
+            "rest_points": self._rest_points.copy(),
+            "peak_deformation": self._peak_deformation,
+        }
+
+    def set_sim_state(self, state: dict[str, Any]) -> None:
+        """Continue from ``state`` (of :meth:`get_sim_state`); observation history (detections,
+        staleness) restarts."""
+        layout = state["layout"]
+        self._load_model(tuple(shape.name for shape in layout.shapes))
+        self.layout = layout
+        data = self.data
+        mujoco.mj_setState(self.model, data, state["physics"], INTEGRATION_STATE)
+        self.gripper_mode = state["gripper_mode"]
+        self._target = state["target"].copy()
+        self._gripper_target = state["gripper_target"]
+        self._hold, self._elapsed_steps = state["hold"], state["elapsed_steps"]
+        self.rest_center = state["rest_center"].copy()
+        self._rest_points = state["rest_points"].copy()
+        self._rest_shape = RestShape(self._rest_points)
+        self._peak_deformation = state["peak_deformation"]
+        self._diverged = False
+        mujoco.mj_forward(self.model, data)
+        self._reset_detections()
+        self._tactile_reading = self.tactile.read(data)
+
+    def _reset_detections(self) -> None:
+        self._last_seen = np.zeros((BLOCKS, 4))
+        self._staleness = np.zeros(BLOCKS)
+        self._seen = np.zeros(BLOCKS, dtype=bool)
+        self._reference_pixels: np.ndarray | None = None
+
     # ----------------------------------------------------------------- episode
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super(SoftTaskEnv, self).reset(seed=seed)
@@ -252,16 +301,14 @@ class ClutterRetrieveEnv(SoftTaskEnv):
                 f"seed {seed}: {MAX_SETTLE_DRAWS} {self.tier} layouts in a row did not settle"
             )
         self.layout = layout
-        self._rest_shape = RestShape(self.object_points())
+        self._rest_points = self.object_points()
+        self._rest_shape = RestShape(self._rest_points)
         self.rest_center = self.object_center()
         self._peak_deformation = 0.0
         self._hold = 0
         self._elapsed_steps = 0
         self._diverged = False
-        self._last_seen = np.zeros((BLOCKS, 4))
-        self._staleness = np.zeros(BLOCKS)
-        self._seen = np.zeros(BLOCKS, dtype=bool)
-        self._reference_pixels: np.ndarray | None = None
+        self._reset_detections()
         info = self._info(self._step_eval(), termination_reason=None)
         info["layout_attempts"] = layout.attempts
         return self._observation(), info
