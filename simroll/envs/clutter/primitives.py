@@ -6,10 +6,11 @@
   axial pushes (+x, -x, +y, -y), then per diagonal (++, +-, -+, --) a straight 4 cm push and two
   L-shaped ones (2 cm along x then 2 cm along y, and y then x). ``PUSHES`` lists the waypoints.
 * ``16`` (``GRASP``): withdraw out of the camera's view, read the target and its neighbours from
-  that unoccluded observation's detections (in ``obs_mode="state"``, the true poses), pick the grasp yaw with the most clearance
-  (:func:`simroll.envs.clutter.layout.grasp_clear` on the detected footprints), descend with the
-  jaw open, close, lift. On success the env's own success test ends the episode; a failed grasp
-  opens, lifts and returns to the push pose it left.
+  that unoccluded observation's detections (in ``obs_mode="state"``, the true poses), pick the
+  grasp yaw with the most clearance (:func:`simroll.envs.clutter.layout.grasp_clear` on the
+  detected footprints), set the jaw to the target's width plus the pads' clearance (a binary jaw
+  stays open), descend, close, lift. On success the env's own success test ends the episode; a
+  failed grasp opens, lifts and returns to the push pose it left.
 * ``17`` (``LOOK``): withdraw out of view for one observation and come back (a sensing
   withdrawal, what a closed-loop teacher does when its view is occluded).
 
