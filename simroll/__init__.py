@@ -20,6 +20,10 @@ ENV_TABLE: dict[str, tuple[str, int]] = {
     "SoftPlace": ("simroll.envs.soft.place:SoftPlaceEnv", 200),
     "SoftSqueeze": ("simroll.envs.soft.squeeze:SoftSqueezeEnv", 100),
     "ClutterRetrieve": ("simroll.envs.clutter.retrieve:ClutterRetrieveEnv", 400),
+    # primitive-level, plan-conditioned retrieval per tier (limits count primitives)
+    "ClutterRetrieveEasy": ("simroll.envs.clutter.planned:ClutterRetrieveEasy", 80),
+    "ClutterRetrieveMedium": ("simroll.envs.clutter.planned:ClutterRetrieveMedium", 80),
+    "ClutterRetrieveHard": ("simroll.envs.clutter.planned:ClutterRetrieveHard", 80),
 }
 
 

@@ -37,9 +37,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from simroll.assets import list_objects
+from simroll.envs import TASKS, task_objects
 from simroll.envs.core import GRIPPER_MODES, OBS_MODES
-from simroll.envs.soft import TASKS
 from simroll.envs.variations import VARIATIONS
 from simroll.policies.resolve import ResolvedPolicy, resolve_policy
 from simroll.rollout.backends import BACKENDS, EpisodeJob, ObserverFactory
@@ -193,7 +192,8 @@ def check_settings(
         return names.get(key, key)
 
     check_choice(name("tasks"), tasks, TASKS)
-    check_choice(name("objects"), objects, list_objects())
+    for task in tasks:
+        check_choice(name("objects"), objects, task_objects(task))
     check_choice(name("variations"), variations, VARIATIONS)
     check_choice(name("backend"), [backend], BACKENDS)
     if not _is_int(episodes, 1):

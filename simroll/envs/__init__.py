@@ -27,7 +27,14 @@ from simroll.envs import clutter, soft
 TASKS = {**soft.TASKS, **clutter.TASKS}
 MAX_EPISODE_STEPS = {**soft.MAX_EPISODE_STEPS, **clutter.MAX_EPISODE_STEPS}
 
-__all__ = ["MAX_EPISODE_STEPS", "TASKS", "env_ids", "make_vector_env", "register_envs"]
+__all__ = [
+    "MAX_EPISODE_STEPS",
+    "TASKS",
+    "env_ids",
+    "make_vector_env",
+    "register_envs",
+    "task_objects",
+]
 
 VECTOR_CONTEXT = "forkserver"
 
@@ -35,6 +42,19 @@ VECTOR_CONTEXT = "forkserver"
 def register_envs() -> None:
     """Register every task's Gymnasium id (idempotent; ``import simroll`` already did)."""
     _register_ids()
+
+
+def task_objects(task: str) -> list[str]:
+    """The ``object`` names a task takes: soft-suite assets, or a clutter task's target shapes."""
+    if task in clutter.TASKS:
+        from simroll.envs.clutter.layout import TARGET_SHAPES
+
+        return list(TARGET_SHAPES)
+    if task in soft.TASKS:
+        from simroll.assets import list_objects
+
+        return list_objects()
+    raise ValueError(f"unknown simroll task {task!r}; expected one of {sorted(TASKS)}")
 
 
 def env_ids() -> list[str]:

@@ -31,6 +31,11 @@ class Variation:
     camera_offset: tuple[float, float, float] = (0.0, 0.0, 0.0)
     actuation_bias: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)  # x, y, z (m), yaw
     encoder_offset: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+    # clutter stressors (the soft tasks ignore them): each block's pose at execution differs from
+    # the scene the first frame showed by up to (metres, radians), uniform; each detection of
+    # the partial object observation is lost with this probability
+    block_pose_noise: tuple[float, float] = (0.0, 0.0)
+    detection_dropout: float = 0.0
 
     def __post_init__(self) -> None:
         for key in ("young_scale", "mass_scale", "friction_scale", "light_scale"):
@@ -39,6 +44,18 @@ class Variation:
                 raise ValueError(
                     f"variation {self.name!r}: {key} must be a finite number > 0, got {value!r}"
                 )
+        dropout = self.detection_dropout
+        if not (isinstance(dropout, int | float) and 0 <= dropout < 1):
+            raise ValueError(
+                f"variation {self.name!r}: detection_dropout must be in [0, 1), "
+                f"got {self.detection_dropout!r}"
+            )
+        noise = np.asarray(self.block_pose_noise, dtype=float)
+        if noise.shape != (2,) or not np.all(np.isfinite(noise)) or np.any(noise < 0):
+            raise ValueError(
+                f"variation {self.name!r}: block_pose_noise must be (metres, radians) >= 0, "
+                f"got {self.block_pose_noise!r}"
+            )
         for key, size in (("camera_offset", 3), ("actuation_bias", 4), ("encoder_offset", 4)):
             value = np.asarray(getattr(self, key), dtype=float)
             if value.shape != (size,) or not np.all(np.isfinite(value)):
@@ -62,6 +79,9 @@ VARIATIONS: dict[str, Variation] = {
         Variation("camera_shift", camera_offset=(0.03, -0.03, 0.02)),
         Variation("actuation_bias", actuation_bias=(0.012, -0.008, 0.0, 0.0)),
         Variation("encoder_offset", encoder_offset=(0.01, 0.01, 0.0, 0.05)),
+        # clutter stressors (TRACE's): execution pose noise, 10% detection dropout
+        Variation("pose_noise", block_pose_noise=(0.003, float(np.radians(2.0)))),
+        Variation("detection_dropout", detection_dropout=0.1),
     ]
 }
 

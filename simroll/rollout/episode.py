@@ -226,6 +226,9 @@ def run_episode(
         extra["network_evaluations"] = int(policy.network_evaluations)
     if isinstance(policy, ReportsEpisodeExtras):
         extra.update(policy.episode_extras())
+    # an env whose steps are macro actions (the clutter primitives) reports its own costs
+    metrics = info.get("episode_metrics") or {}
+    extra.update(metrics)
     evaluation = info.get("eval", {})
     tolerance = float(evaluation.get("tolerance", float("nan")))
     peak = float(evaluation.get("peak_deformation", float("nan")))
@@ -237,7 +240,7 @@ def run_episode(
         policy_config_hash=policy_config_hash,
         success=bool(info.get("is_success", False)) and error is None,
         steps=steps,
-        sim_time=round(steps / env.metadata["render_fps"], 6) if env is not None else 0.0,
+        sim_time=_sim_time(steps, env, metrics),
         termination_reason=reason,
         peak_deformation=peak,
         tolerance=tolerance,
@@ -257,6 +260,14 @@ def run_episode(
                     record, success=False, termination_reason="error", error=_error_text(exc)
                 )
     return record
+
+
+def _sim_time(steps: int, env: gym.Env | None, metrics: dict[str, Any]) -> float:
+    """Simulated seconds of an episode: its steps at the env's control rate, or the execution
+    time a macro-step env measured."""
+    if "execution_time" in metrics:
+        return round(float(metrics["execution_time"]), 6)
+    return round(steps / env.metadata["render_fps"], 6) if env is not None else 0.0
 
 
 def _error_text(exc: BaseException) -> str:

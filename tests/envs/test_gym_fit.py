@@ -61,7 +61,15 @@ def test_make_after_import_simroll_in_fresh_interpreter(tmp_path: Path) -> None:
         timeout=180,
     )
     assert result.returncode == 0, result.stderr
-    ids = ["ClutterRetrieve", "SoftLift", "SoftPlace", "SoftSqueeze"]
+    ids = [
+        "ClutterRetrieve",
+        "ClutterRetrieveEasy",
+        "ClutterRetrieveHard",
+        "ClutterRetrieveMedium",
+        "SoftLift",
+        "SoftPlace",
+        "SoftSqueeze",
+    ]
     assert f"OK {[f'simroll/{name}-v0' for name in ids]}" in result.stdout
 
 

@@ -44,6 +44,9 @@ def test_registered_ids_are_the_three_soft_tasks_and_clutter_retrieval():
         "simroll/SoftPlace-v0",
         "simroll/SoftSqueeze-v0",
         "simroll/ClutterRetrieve-v0",
+        "simroll/ClutterRetrieveEasy-v0",
+        "simroll/ClutterRetrieveMedium-v0",
+        "simroll/ClutterRetrieveHard-v0",
     ]
 
 

@@ -152,6 +152,17 @@ def choose_grasp_yaw(prints: list[list[np.ndarray] | None]) -> tuple[float, bool
     return best, best in clear
 
 
+def as_primitive(action: Any) -> int:
+    """The primitive index of ``action``: an int, or a one-element array holding one (as the
+    episode engine passes actions on)."""
+    value = np.asarray(action)
+    if value.size == 1 and np.issubdtype(value.dtype, np.number):
+        number = float(value.reshape(-1)[0])
+        if number.is_integer() and 0 <= number < len(NAMES):
+            return int(number)
+    raise ValueError(f"primitive must be an int in [0, {len(NAMES) - 1}], got {action!r}")
+
+
 class PrimitiveActions(gym.Wrapper):
     """Discrete push / grasp / look primitives over a ClutterRetrieve env (see the module doc)."""
 
@@ -214,6 +225,7 @@ class PrimitiveActions(gym.Wrapper):
     # ----------------------------------------------------------------- episode
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         obs, info = self.env.reset(seed=seed, options=options)
+        self.first_observation = obs  # before the approach: the hand is out of view
         self._travel, self._low_level, self._primitives, self._withdrawals = 0.0, 0, 0, 0
         self._pushing = False
         self._last = (obs, 0.0, False, False, info)
@@ -230,6 +242,13 @@ class PrimitiveActions(gym.Wrapper):
         obs, reward, terminated, truncated, info = self._last
         return obs, self._totals(info, None)
 
+    def observe(self) -> dict[str, Any]:
+        """A fresh observation of the current state (after a change made outside ``step``)."""
+        obs = self.env.unwrapped._observation()
+        result = self._last
+        self._last = (obs, *result[1:]) if result is not None else (obs, 0.0, False, False, {})
+        return obs
+
     def load(self, state: dict[str, Any]) -> None:
         """Continue from a :meth:`ClutterRetrieveEnv.get_sim_state` state with fresh totals (a
         search copy simulating primitives from a state of another env)."""
@@ -239,9 +258,7 @@ class PrimitiveActions(gym.Wrapper):
         self._last = None
 
     def step(self, action):
-        if not self.action_space.contains(action):
-            raise ValueError(f"primitive must be an int in [0, {len(NAMES) - 1}], got {action!r}")
-        action = int(action)
+        action = as_primitive(action)
         self._primitives += 1
         start_steps = self._low_level
         if action < GRASP:

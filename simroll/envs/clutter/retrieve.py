@@ -273,6 +273,28 @@ class ClutterRetrieveEnv(SoftTaskEnv):
         self._reset_detections()
         self._tactile_reading = self.tactile.read(data)
 
+    def perturb_blocks(self) -> None:
+        """The execution pose-noise stressor: move every block by up to the variation's
+        ``block_pose_noise`` (uniform in x, y and yaw) from where it stands, then let the scene
+        settle (overlaps the noise creates are pushed apart by the physics)."""
+        limit_m, limit_rad = self.variation.block_pose_noise
+        if limit_m == 0 and limit_rad == 0:
+            return
+        rng, data = self.np_random, self.data
+        for i in range(BLOCKS):
+            q = self._block_qpos[i]
+            data.qpos[q : q + 2] += rng.uniform(-limit_m, limit_m, size=2)
+            turn = rng.uniform(-limit_rad, limit_rad)
+            quat = np.array([math.cos(turn / 2), 0.0, 0.0, math.sin(turn / 2)])
+            mujoco.mju_mulQuat(data.qpos[q + 3 : q + 7], quat, data.qpos[q + 3 : q + 7].copy())
+        data.qvel[:] = 0.0
+        mujoco.mj_forward(self.model, data)
+        for _ in range(SETTLE_STEPS):
+            mujoco.mj_step(self.model, data)
+        self.rest_center = self.object_center()
+        self._rest_points = self.object_points()
+        self._rest_shape = RestShape(self._rest_points)
+
     def _reset_detections(self) -> None:
         self._last_seen = np.zeros((BLOCKS, 4))
         self._staleness = np.zeros(BLOCKS)
@@ -382,6 +404,9 @@ class ClutterRetrieveEnv(SoftTaskEnv):
         if self._reference_pixels is None:  # the unoccluded first frame of the episode
             self._reference_pixels = np.maximum(counts, 1)
         visible = counts >= np.maximum(VISIBLE_FRACTION * self._reference_pixels, 2)
+        dropout = self.variation.detection_dropout
+        if dropout > 0:  # the stressor: detections lost at random
+            visible &= self.np_random.uniform(size=BLOCKS) >= dropout
         truth = self.block_poses()
         noise = self.np_random.normal(size=(BLOCKS, 3)) * self.detection_noise[[0, 0, 1]]
         detected = truth.copy()

@@ -1,0 +1,58 @@
+"""Primitive-level policies of the clutter family, baselines of TRACE's comparison.
+
+* :class:`NominalReplay`: executes the episode's fixed nominal plan (``plan_primitives`` of the
+  observation, planned once in the digital twin) open loop, ending with its grasp.
+* :class:`ClosedLoopTeacher`: the privileged teacher re-planning from the true state at every
+  primitive, which looks (withdraws the hand) when its view of the target's neighbourhood is
+  stale: the upper reference, and DAgger's labeller (it labels any state).
+
+Both return a one-element int64 array (the primitive index), which the plan-conditioned envs
+``simroll/ClutterRetrieve{Easy,Medium,Hard}-v0`` take.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from simroll.envs.clutter.primitives import GRASP
+
+
+class NominalReplay:
+    """Replays the observation's nominal plan, which ends in the grasp (see the module doc)."""
+
+    policy_id = "nominal_replay"
+
+    def __init__(self, env: gym.Env | None = None):
+        self._index = 0
+
+    def reset(self) -> None:
+        self._index = 0
+
+    def select_action(self, obs: dict[str, Any]) -> np.ndarray:
+        plan = np.asarray(obs["plan_primitives"])
+        length = int(obs["plan_length"])
+        action = int(plan[self._index]) if self._index < length else GRASP
+        self._index += 1
+        return np.array([action], dtype=np.int64)
+
+
+class ClosedLoopTeacher:
+    """The privileged teacher acting closed loop on ``env``'s true state (see the module doc)."""
+
+    policy_id = "closed_loop_teacher"
+    labels_any_state = True
+
+    def __init__(self, env: gym.Env, beam: int = 2, max_pushes: int = 15):
+        from simroll.experts.clutter import ClutterTeacher
+
+        self.env = env
+        self.teacher = ClutterTeacher(beam=beam, max_pushes=max_pushes, tier=env.unwrapped.tier)
+
+    def reset(self) -> None:
+        self.teacher.reset()
+
+    def select_action(self, obs: dict[str, Any]) -> np.ndarray:
+        return np.array([self.teacher.label(self.env.unwrapped, obs)], dtype=np.int64)
