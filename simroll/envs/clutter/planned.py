@@ -17,12 +17,13 @@ push travel) and joins every observation:
 * ``plan_length``: the plan's number of primitives (its grasp included).
 
 An episode has one grasp, as TRACE judges the final grasp: a grasp that does not lift the target
-ends it (``termination_reason`` ``"grasp_failed"``). With ``obs_mode="state"`` the twin starts from the true poses instead (privileged perception,
-no rendering) and observations carry the true poses. A policy reads the plan from the observation
-and nothing else from the twin; the closed-loop teacher reads the true state instead (it is
-privileged). When the episode ends, ``info`` carries ``episode_metrics`` (``execution_time`` in
-simulated seconds, primitives, withdrawals, push travel, plan length and whether the plan reached
-a clear grasp in the twin) for the episode record.
+ends it (``termination_reason`` ``"grasp_failed"``). With ``obs_mode="state"`` the twin starts
+from the true poses instead (privileged perception, no rendering) and observations carry the true
+poses. A policy reads the plan from the observation and nothing else from the twin; the
+closed-loop teacher reads the true state instead (it is privileged). When the episode ends,
+``info`` carries ``episode_metrics`` (``execution_time`` in simulated seconds, primitives,
+withdrawals, push travel, plan length and whether the plan reached a clear grasp in the twin)
+for the episode record.
 """
 
 from __future__ import annotations
