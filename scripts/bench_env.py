@@ -1,9 +1,12 @@
-"""Benchmarks the soft-suite env's ``step`` against raw ``mujoco.mj_step``; writes
+"""Benchmarks the envs' ``step`` against raw ``mujoco.mj_step``; writes
 benchmarks/results/env.json.
 
 For each soft task (sponge, default physics) one gentle-expert episode (seed 0) is recorded: its
 actions, the actuator controls the env applied at each control step and the physics state right
-after reset. Then, in repeated interleaved rounds, the same episode is timed three ways:
+after reset; for the low-level clutter env (``ClutterRetrieve``, medium tier, cuboid target) one
+episode of the teacher's plan executed by the primitive wrapper, every low-level action of it.
+Clutter layout generation is timed too (50 seeds per tier, goal: under 1 s each). Then, in
+repeated interleaved rounds, the same episode is timed three ways:
 * ``env``: the recorded actions replayed through the env's ``step`` (``obs_mode="state"``);
 * ``raw``: ``mujoco.mj_step`` on a copy of the env's compiled model from the same initial state,
   with the recorded controls, 25 physics steps per control step: the floor the env can reach;
@@ -55,6 +58,9 @@ OBJECT = "sponge"
 SEED = 0
 FULL_IMAGE_SIZE = 96
 STATE_SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
+CLUTTER_TASK = "ClutterRetrieve"  # the low-level clutter env (medium tier), teacher-driven
+CLUTTER_TARGET = "cuboid"
+LAYOUT_SEEDS = 50
 
 
 @dataclass
@@ -115,6 +121,46 @@ def record_episode(env: gym.Env, task: str) -> Recording:
     )
 
 
+def record_clutter_episode(env: gym.Env) -> Recording:
+    """A ClutterRetrieve episode (medium tier, seed 0) driven by the teacher's plan through the
+    primitive wrapper: every low-level action and control it applied, from the reset on."""
+    from simroll.envs.clutter.primitives import PrimitiveActions
+    from simroll.experts.clutter import ClutterTeacher
+
+    raw = env.unwrapped
+    actions: list[np.ndarray] = []
+    controls: list[np.ndarray] = []
+    inner_step = env.step
+
+    def step(action):
+        actions.append(np.array(action, dtype=np.float32))
+        result = inner_step(action)
+        controls.append(raw.data.ctrl.copy())
+        return result
+
+    wrapper = PrimitiveActions(env)
+    env.step = step  # the wrapper steps ``env``: see every low-level action
+    try:
+        env.reset(seed=SEED)  # through the wrapper below; first record the start state
+        state = np.empty(mujoco.mj_stateSize(raw.model, STATE_SPEC))
+        mujoco.mj_getState(raw.model, raw.data, state, STATE_SPEC)
+        model = copy.deepcopy(raw.model)
+        actions.clear()
+        controls.clear()
+        wrapper.reset(seed=SEED)
+        teacher = ClutterTeacher()
+        plan = teacher.plan(raw.get_sim_state())
+        teacher.close()
+        info = {}
+        for primitive in plan.primitives:
+            *_, terminated, truncated, info = wrapper.step(primitive)
+            if terminated or truncated:
+                break
+    finally:
+        del env.step
+    return Recording(actions, controls, state, model, raw.data.qpos.copy(), info["is_success"])
+
+
 def time_env(env: gym.Env, actions: list[np.ndarray]) -> tuple[float, float, np.ndarray]:
     """Wall and CPU (this thread) seconds of replaying ``actions``, and the final qpos."""
     env.reset(seed=SEED)
@@ -142,11 +188,15 @@ def time_raw(recording: Recording, data: mujoco.MjData) -> tuple[float, float, n
 
 def bench_task(task: str, rounds: int) -> dict:
     make = gym.make
-    state_env = make(f"simroll/{task}-v0", object=OBJECT, obs_mode="state")
+    target = CLUTTER_TARGET if task == CLUTTER_TASK else OBJECT
+    state_env = make(f"simroll/{task}-v0", object=target, obs_mode="state")
     full_env = make(
-        f"simroll/{task}-v0", object=OBJECT, obs_mode="full", image_size=FULL_IMAGE_SIZE
+        f"simroll/{task}-v0", object=target, obs_mode="full", image_size=FULL_IMAGE_SIZE
     )
-    recording = record_episode(state_env, task)
+    if task == CLUTTER_TASK:
+        recording = record_clutter_episode(state_env)
+    else:
+        recording = record_episode(state_env, task)
     raw_data = mujoco.MjData(recording.model)
     timestep = float(recording.model.opt.timestep)
     physics_steps = len(recording.actions) * SUBSTEPS
@@ -178,7 +228,7 @@ def bench_task(task: str, rounds: int) -> dict:
     cpu_ratios = [r["env_cpu"] / r["raw_cpu"] for r in per_round]
     return {
         "task": task,
-        "object": OBJECT,
+        "object": target,
         "seed": SEED,
         "expert_success": recording.success,
         "control_steps": len(recording.actions),
@@ -197,6 +247,27 @@ def bench_task(task: str, rounds: int) -> dict:
         "replay_matches_recording": replay_matches,
         "rounds": per_round,
     }
+
+
+def bench_layouts() -> dict:
+    """Wall seconds of drawing a clutter layout (the slide-in and its checks), per tier."""
+    from simroll.envs.clutter.layout import TIERS, generate_layout
+
+    out = {}
+    for tier in TIERS:
+        seconds, attempts = [], []
+        for seed in range(LAYOUT_SEEDS):
+            start = time.perf_counter()
+            layout = generate_layout(np.random.default_rng(seed), CLUTTER_TARGET, tier)
+            seconds.append(time.perf_counter() - start)
+            attempts.append(layout.attempts)
+        out[tier] = {
+            "seeds": LAYOUT_SEEDS,
+            "median_s": statistics.median(seconds),
+            "max_s": max(seconds),
+            "mean_attempts": statistics.mean(attempts),
+        }
+    return out
 
 
 def cpu_model() -> str:
@@ -243,9 +314,13 @@ def main() -> int:
     if args.rounds < 1:
         parser.error(f"--rounds must be >= 1, got {args.rounds}")
     machine = machine_info()
-    results = [bench_task(task, args.rounds) for task in TASKS]
+    results = [bench_task(task, args.rounds) for task in (*TASKS, CLUTTER_TASK)]
+    layouts = bench_layouts()
     machine["load_average_at_end"] = list(os.getloadavg())
-    write_json_atomic(args.out, {"machine": machine, "rounds": args.rounds, "tasks": results})
+    write_json_atomic(
+        args.out,
+        {"machine": machine, "rounds": args.rounds, "tasks": results, "clutter_layouts": layouts},
+    )
 
     print(
         f"{'task':<12} {'ctrl steps':>10} {'env st/s':>9} {'raw st/s':>9} {'env/raw':>8} "
@@ -256,6 +331,11 @@ def main() -> int:
             f"{row['task']:<12} {row['control_steps']:>10} {row['env_steps_per_s']:>9.0f} "
             f"{row['raw_steps_per_s']:>9.0f} {row['env_over_raw']:>8.3f} "
             f"{row['real_time_factor_state']:>9.2f} {row['real_time_factor_full']:>9.2f}"
+        )
+    for tier, row in layouts.items():
+        print(
+            f"clutter {tier} layouts: median {row['median_s']:.3f} s, max {row['max_s']:.3f} s "
+            f"over {row['seeds']} seeds (mean draws {row['mean_attempts']:.2f})"
         )
     mismatched = [row["task"] for row in results if not row["replay_matches_recording"]]
     if mismatched:
