@@ -1,0 +1,158 @@
+"""TRACE's comparison on simroll's clutter family: success, execution time, withdrawals, travel.
+
+Each method runs the same seeded scenes of ``simroll/ClutterRetrieve{Easy,Medium,Hard}-v0``
+(through ``simroll.evaluate``: resumable run directories under ``--runs``, episodes paired by
+spec key): ``nominal_replay`` (the fixed plan from the digital twin, open loop), the
+``closed_loop_teacher`` (privileged, re-plans before every primitive, withdraws to look when its
+view is stale) and any student checkpoints given with ``--student NAME=CHECKPOINT``. Scenes run
+under the ``pose_noise`` variation by default (every block moved by up to 3 mm and 2 degrees after
+the first frame, TRACE's execution noise), so the plan meets a world that differs from its twin.
+
+Per method and tier the JSON holds the success rate with its 95% Clopper-Pearson interval, and
+the means of execution time (simulated seconds), primitives, withdrawals and push travel, over
+all episodes and over successful ones. Writes ``benchmarks/results/clutter.json``.
+
+Run: ``python scripts/bench_clutter.py [--scenes 100] [--tiers easy medium hard]
+[--student trace_dagger=policies/trace_clutter]`` (scenes per tier, split evenly over the four
+target shapes; the teacher costs 10-40 s of CPU per scene, replay 2-8 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+TIERS = ("easy", "medium", "hard")
+TARGETS = ("cuboid", "cube", "cylinder", "hexagonal_prism")
+BASELINES = {"nominal_replay": "clutter_replay", "closed_loop_teacher": "clutter_teacher"}
+
+
+def task_of(tier: str) -> str:
+    return f"ClutterRetrieve{tier.capitalize()}"
+
+
+def summarize(records: list[Any]) -> dict[str, Any]:
+    from simroll.scoring.stats import binomial_rate
+
+    def mean(key: str, rows: list[Any]) -> float | None:
+        values = [float(r.extra[key]) for r in rows if key in r.extra]
+        return statistics.fmean(values) if values else None
+
+    wins = [r for r in records if r.success]
+    reasons: dict[str, int] = {}
+    for r in records:
+        reasons[r.termination_reason] = reasons.get(r.termination_reason, 0) + 1
+    return {
+        "episodes": len(records),
+        "errors": sum(r.error is not None for r in records),
+        "success": binomial_rate(len(wins), len(records)).to_dict(),
+        "execution_time_s": mean("execution_time", records),
+        "execution_time_s_successes": mean("execution_time", wins),
+        "primitives": mean("primitives", records),
+        "withdrawals": mean("withdrawals", records),
+        "withdrawals_successes": mean("withdrawals", wins),
+        "travel_m": mean("travel_m", records),
+        "plan_length": mean("plan_length", records),
+        "termination_reasons": reasons,
+    }
+
+
+def run_method(args: argparse.Namespace, name: str, policy: str) -> dict[str, Any]:
+    import simroll
+    from simroll.report.runs import load_eval_run
+
+    out = args.runs / name
+    result = simroll.evaluate(
+        policy,
+        tasks=[task_of(t) for t in args.tiers],
+        objects=list(TARGETS),
+        variations=[args.variation],
+        episodes=args.scenes // len(TARGETS),
+        seed=args.seed,
+        suite="clutter",
+        obs_mode="full",
+        image_size=96,
+        gripper_mode="delta",
+        backend=args.backend,
+        workers=args.workers,
+        output_dir=out,
+        progress=args.progress,
+        policy_name=name,
+    )
+    if result.errors:
+        print(f"  {name}: {result.errors} episode(s) in error", file=sys.stderr)
+    records = load_eval_run(out).records
+    by_tier = {
+        tier: summarize([r for r in records if r.spec.task == task_of(tier)]) for tier in args.tiers
+    }
+    return {"run": str(out), "tiers": by_tier, "all": summarize(records)}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scenes", type=int, default=100, help="per tier (over 4 targets)")
+    parser.add_argument("--tiers", nargs="+", default=list(TIERS), choices=TIERS)
+    parser.add_argument("--methods", nargs="+", default=list(BASELINES), choices=list(BASELINES))
+    parser.add_argument(
+        "--student",
+        action="append",
+        default=[],
+        metavar="NAME=CHECKPOINT",
+        help="a student checkpoint to compare (repeatable)",
+    )
+    parser.add_argument("--variation", default="pose_noise")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--backend", default="local")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--runs", type=Path, default=ROOT / "runs" / "clutter")
+    parser.add_argument("--out", type=Path, default=RESULTS / "clutter.json")
+    parser.add_argument("--progress", action="store_true")
+    args = parser.parse_args(argv)
+    if args.scenes < len(TARGETS) or args.scenes % len(TARGETS):
+        parser.error(f"--scenes must be a positive multiple of {len(TARGETS)}, got {args.scenes}")
+    methods = {name: BASELINES[name] for name in args.methods}
+    for item in args.student:
+        name, sep, path = item.partition("=")
+        if not sep or not (Path(path) / "model.safetensors").is_file():
+            parser.error(f"--student {item!r}: expected NAME=<checkpoint directory>")
+        methods[name] = path
+    from simroll.io import write_json_atomic
+
+    started = time.time()
+    results = {}
+    for name, policy in methods.items():
+        print(f"{name}: {args.scenes} scenes per tier {args.tiers} ...", flush=True)
+        results[name] = run_method(args, name, policy)
+        for tier, row in results[name]["tiers"].items():
+            rate = row["success"]
+            print(
+                f"  {tier:<6} success {rate['rate']:.2f} [{rate['low']:.2f}, {rate['high']:.2f}]"
+                f"  time {row['execution_time_s']:.1f} s  withdrawals {row['withdrawals']:.1f}"
+                f"  travel {row['travel_m']:.2f} m  primitives {row['primitives']:.1f}"
+            )
+    payload = {
+        "command": "python scripts/bench_clutter.py " + " ".join(argv or sys.argv[1:]),
+        "scenes_per_tier": args.scenes,
+        "targets": list(TARGETS),
+        "variation": args.variation,
+        "seed": args.seed,
+        "wall_s": round(time.time() - started, 1),
+        "methods": results,
+    }
+    write_json_atomic(args.out, payload)
+    print(f"wrote {args.out}")
+    return payload
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)
