@@ -1,0 +1,28 @@
+"""scripts/bench_clutter.py: a small replay run writes per-tier rows that agree with its records."""
+
+from __future__ import annotations
+
+import json
+
+from scripts import bench_clutter as script
+from simroll.report.runs import load_eval_run
+
+
+def test_replay_rows_agree_with_the_records(tmp_path):
+    out = tmp_path / "clutter.json"
+    payload = script.main(
+        [
+            "--scenes", "4", "--tiers", "easy", "--methods", "nominal_replay",
+            "--runs", str(tmp_path / "runs"), "--out", str(out),
+        ]
+    )  # fmt: skip
+    assert json.loads(out.read_text()) == json.loads(json.dumps(payload))
+    row = payload["methods"]["nominal_replay"]["tiers"]["easy"]
+    records = load_eval_run(tmp_path / "runs" / "nominal_replay").records
+    assert row["episodes"] == len(records) == 4 and row["errors"] == 0
+    assert row["success"]["successes"] == sum(r.success for r in records)
+    assert row["withdrawals"] == 1.0  # replay withdraws once: for its one grasp
+    assert row["primitives"] == row["plan_length"]  # it executes exactly its plan
+    assert row["execution_time_s"] > 0 and row["travel_m"] >= 0
+    assert sum(row["termination_reasons"].values()) == 4
+    assert set(row["termination_reasons"]) <= {"success", "grasp_failed"}
