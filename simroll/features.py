@@ -79,6 +79,14 @@ ENVIRONMENT_STATE_KEY = "observation.environment_state"
 TACTILE_KEY = "observation.tactile"
 TACTILE_MARKERS_KEY = "observation.tactile_markers"
 ACTION_KEY = "action"
+# clutter retrieval: the partial object observation and the episode's nominal plan (flattened)
+OBJECTS_KEY = "observation.objects"
+PLAN_KEYS = {
+    "plan_primitives": "observation.plan_primitives",
+    "plan_poses": "observation.plan_poses",
+    "plan_length": "observation.plan_length",
+}
+PRIMITIVE_ACTION_NAMES = ("primitive",)  # the action of a primitive-level (Discrete) env
 DEFORMATION_KEY = "eval.deformation"  # evaluator data a policy never trains on
 
 
@@ -146,10 +154,23 @@ def tactile_image_size(observation_space: spaces.Dict) -> int:
     return TACTILE_IMAGE_SIZE
 
 
+def _flat(space: Any) -> dict[str, Any]:
+    return {"dtype": "float32", "shape": (int(np.prod(space.shape)) or 1,), "names": None}
+
+
 def dataset_features(
-    observation_space: spaces.Dict, *, use_videos: bool = True, with_tactile_image: bool = True
+    observation_space: spaces.Dict,
+    *,
+    use_videos: bool = True,
+    with_tactile_image: bool = True,
+    action_space: Any = None,
 ) -> dict[str, dict[str, Any]]:
-    """LeRobot feature spec for a simroll env's observation space (plus action and evaluator)."""
+    """LeRobot feature spec for a simroll env's observation space (plus action and evaluator).
+
+    The clutter envs' extra entries are stored flattened as float32 (``observation.objects``,
+    the ``observation.plan_*`` keys, a block-pose ``observation.environment_state``); their
+    depth and segmentation images are not stored. A ``Discrete`` ``action_space`` (the clutter
+    primitives) is stored as one float per frame, the primitive's index."""
     visual = "video" if use_videos else "image"
     features: dict[str, dict[str, Any]] = {}
     if "pixels" in observation_space.spaces:
@@ -183,12 +204,32 @@ def dataset_features(
         "names": list(STATE_NAMES),
     }
     if "environment_state" in observation_space.spaces:
-        features[ENVIRONMENT_STATE_KEY] = {
+        space = observation_space["environment_state"]
+        if space.shape == (len(ENVIRONMENT_STATE_NAMES),):
+            features[ENVIRONMENT_STATE_KEY] = {
+                "dtype": "float32",
+                "shape": tuple(space.shape),
+                "names": list(ENVIRONMENT_STATE_NAMES),
+            }
+        else:  # clutter: every block's pose
+            features[ENVIRONMENT_STATE_KEY] = _flat(space)
+    if "objects" in observation_space.spaces:
+        features[OBJECTS_KEY] = _flat(observation_space["objects"])
+    for name, key in PLAN_KEYS.items():
+        if name in observation_space.spaces:
+            features[key] = _flat(observation_space[name])
+    if action_space is not None and hasattr(action_space, "n"):  # gymnasium Discrete
+        features[ACTION_KEY] = {
             "dtype": "float32",
-            "shape": tuple(observation_space["environment_state"].shape),
-            "names": list(ENVIRONMENT_STATE_NAMES),
+            "shape": (1,),
+            "names": list(PRIMITIVE_ACTION_NAMES),
         }
-    features[ACTION_KEY] = {"dtype": "float32", "shape": (ACTION_DIM,), "names": list(ACTION_NAMES)}
+    else:
+        features[ACTION_KEY] = {
+            "dtype": "float32",
+            "shape": (ACTION_DIM,),
+            "names": list(ACTION_NAMES),
+        }
     features[DEFORMATION_KEY] = {"dtype": "float32", "shape": (1,), "names": None}
     return features
 
@@ -208,5 +249,12 @@ def observation_frame(obs: Mapping[str, Any], tactile_image_size: int | None) ->
     )
     frame[STATE_KEY] = np.asarray(obs["agent_pos"], dtype=np.float32).copy()
     if "environment_state" in obs:
-        frame[ENVIRONMENT_STATE_KEY] = np.asarray(obs["environment_state"], dtype=np.float32).copy()
+        frame[ENVIRONMENT_STATE_KEY] = (
+            np.asarray(obs["environment_state"], dtype=np.float32).reshape(-1).copy()
+        )
+    if "objects" in obs:
+        frame[OBJECTS_KEY] = np.asarray(obs["objects"], dtype=np.float32).reshape(-1).copy()
+    for name, key in PLAN_KEYS.items():
+        if name in obs:
+            frame[key] = np.asarray(obs[name], dtype=np.float32).reshape(-1).copy()
     return frame

@@ -30,7 +30,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from simroll.assets import list_objects
 from simroll.certify.care import family_levels, min_trials_to_certify, run_fixed
 from simroll.certify.certificate import COST_MEASURES, Certificate, build_certificate, measure_cost
 from simroll.certify.rollouts import PolicyRun, RolloutSource, calibration_specs, preflight
@@ -39,7 +38,7 @@ from simroll.certify.settings import CareSettings, CertifyArgumentError
 
 # Importable without the cli package once another change moves them; Hydra-free to call.
 from simroll.cli.rundir import check_path_name
-from simroll.envs.soft import TASKS
+from simroll.envs import TASKS, task_objects
 from simroll.envs.variations import VARIATIONS
 from simroll.evaluation import check_choice
 from simroll.policies.resolve import ResolvedPolicy, resolve_policy
@@ -183,7 +182,8 @@ def validate_arguments(
     _choice("design", [design], DESIGNS)
     _choice("cost", [cost], COST_MEASURES)
     _choice(keys.get("tasks", "tasks"), tasks, TASKS)
-    _choice(keys.get("objects", "objects"), objects, list_objects())
+    for task in tasks:
+        _choice(keys.get("objects", "objects"), objects, task_objects(task))
     _choice(keys.get("variations", "variations"), variations, VARIATIONS)
     _choice(keys.get("backend", "backend"), [backend], BACKENDS)
     _check_int("episodes", episodes, 1)

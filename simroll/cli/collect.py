@@ -45,7 +45,6 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import hydra  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-from simroll.assets import list_objects  # noqa: E402
 from simroll.cli import schema  # noqa: E402, F401  (registers the config schemas)
 from simroll.cli.common import ConfigError, env_config_from, policy_from  # noqa: E402
 from simroll.cli.eval import CONFIG_DIR  # noqa: E402
@@ -57,7 +56,7 @@ from simroll.cli.rundir import (  # noqa: E402
     kept_on_interrupt,
     one_line_errors,
 )
-from simroll.envs.soft import TASKS  # noqa: E402
+from simroll.envs import TASKS, task_objects  # noqa: E402
 from simroll.envs.variations import VARIATIONS  # noqa: E402
 from simroll.evaluation import check_choice, check_policy_loads  # noqa: E402
 from simroll.io import write_text_atomic  # noqa: E402
@@ -89,7 +88,8 @@ META_DIRNAME = "meta"  # moved into place last: the dataset exists once it is th
 def validate(cfg: DictConfig) -> None:
     env = cfg.env
     check_choice("env.tasks", env.tasks, TASKS)
-    check_choice("env.objects", env.objects, list_objects())
+    for task in env.tasks:
+        check_choice("env.objects", env.objects, task_objects(task))
     check_choice("env.variations", env.variations, VARIATIONS)
     check_choice("env.obs_mode", [env.obs_mode], ("full", "state"))
     check_choice("backend.name", [cfg.backend.name], BACKENDS)

@@ -53,14 +53,14 @@ import numpy as np
 from gymnasium import spaces
 
 from simroll.envs.core import CONTROL_HZ
-
-# the schema lives in simroll.features; these names stay importable from here
-from simroll.features import ACTION_DIM, dataset_features, observation_frame, tactile_image_size
 from simroll.features import ACTION_NAMES as ACTION_NAMES
 from simroll.features import ENVIRONMENT_STATE_NAMES as ENVIRONMENT_STATE_NAMES
 from simroll.features import IMAGE_NAMES as IMAGE_NAMES
 from simroll.features import STATE_NAMES as STATE_NAMES
 from simroll.features import TACTILE_IMAGE_SIZE as TACTILE_IMAGE_SIZE
+
+# the schema lives in simroll.features; these names stay importable from here
+from simroll.features import dataset_features, observation_frame, tactile_image_size
 from simroll.features import tactile_image as tactile_image
 from simroll.io import append_durably, locked_append
 from simroll.policies.base import LabelsActions
@@ -87,7 +87,8 @@ class DatasetRecorder(EpisodeObserver):
     saved. A policy with an ``action_label`` (e.g. :class:`simroll.experts.noise.ActionNoise`) has
     that stored as each frame's ``action`` instead of the action the env executed.
     ``with_tactile_image=None`` adds ``observation.images.tactile`` only when the observations
-    have camera images (``obs_mode="full"``).
+    have camera images (``obs_mode="full"``). ``action_space``: the env's; a ``Discrete`` one
+    (the clutter primitives) stores one float per frame instead of the 5-D hand action.
     """
 
     def __init__(
@@ -101,6 +102,7 @@ class DatasetRecorder(EpisodeObserver):
         only_success: bool = False,
         fps: int = CONTROL_HZ,
         robot_type: str = ROBOT_TYPE,
+        action_space: spaces.Space | None = None,
     ) -> None:
         if not (
             isinstance(observation_space, spaces.Dict) and "agent_pos" in observation_space.spaces
@@ -122,8 +124,12 @@ class DatasetRecorder(EpisodeObserver):
         )
         self.only_success = bool(only_success)
         self.features = dataset_features(
-            observation_space, use_videos=use_videos, with_tactile_image=self.with_tactile_image
+            observation_space,
+            use_videos=use_videos,
+            with_tactile_image=self.with_tactile_image,
+            action_space=action_space,
         )
+        self._action_shape = tuple(self.features["action"]["shape"])
         self.dataset = create_dataset(
             repo_id=repo_id,
             fps=fps,
@@ -156,7 +162,7 @@ class DatasetRecorder(EpisodeObserver):
         label = self._policy.action_label if isinstance(self._policy, LabelsActions) else None
         if label is not None:
             action = label
-        frame["action"] = np.asarray(action, dtype=np.float32).reshape(ACTION_DIM).copy()
+        frame["action"] = np.asarray(action, dtype=np.float32).reshape(self._action_shape).copy()
         self.dataset.add_frame(frame)
         self._frames += 1
         self._pending = self._observation(obs, info)
@@ -296,6 +302,7 @@ class ShardWriter(EpisodeObserver):
             use_videos=self.shards.use_videos,
             with_tactile_image=self.shards.with_tactile_image,
             only_success=self.shards.only_success,
+            action_space=env.action_space,
         )
         self.recorder.on_reset(env, obs, info, policy)
 

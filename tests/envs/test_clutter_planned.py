@@ -103,3 +103,31 @@ def test_the_engine_records_the_primitive_costs():
     assert record.steps == record.extra["primitives"] == record.extra["plan_length"]
     assert record.sim_time == record.extra["execution_time"] > record.steps / 20
     assert record.extra["withdrawals"] == 1 and record.extra["travel_m"] >= 0
+
+
+def test_clutter_episodes_record_as_a_lerobot_dataset(tmp_path):
+    """The plan, the partial observation and the primitive actions reach a LeRobotDataset that
+    LeRobot loads (depth and segmentation are not stored)."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    from simroll.features import OBJECTS_KEY, PLAN_KEYS
+    from simroll.rollout.dataset import DatasetRecorder
+
+    spec = EpisodeSpec(task="ClutterRetrieveMedium", object="cuboid", seed=SEED, suite="clutter")
+    env = gym.make("simroll/ClutterRetrieveMedium-v0", image_size=48)
+    with DatasetRecorder(
+        tmp_path / "ds", env.observation_space, action_space=env.action_space
+    ) as recorder:
+        record, kept = recorder.record(spec, lambda e: NominalReplay(e), env=env)
+    assert kept and record.error is None
+    obs, _ = env.reset(seed=SEED)
+    env.close()
+    dataset = LeRobotDataset("simroll/test", root=tmp_path / "ds")
+    assert dataset.num_frames == record.steps == int(obs["plan_length"])
+    assert {OBJECTS_KEY, *PLAN_KEYS.values()} <= set(dataset.features)
+    assert not any("depth" in key or "segmentation" in key for key in dataset.features)
+    actions = [int(dataset[i]["action"]) for i in range(dataset.num_frames)]
+    assert actions == [int(a) for a in obs["plan_primitives"][: dataset.num_frames]]
+    np.testing.assert_array_equal(
+        dataset[0][PLAN_KEYS["plan_primitives"]].numpy(), obs["plan_primitives"]
+    )
