@@ -85,6 +85,7 @@ PLAN_KEYS = {
     "plan_primitives": "observation.plan_primitives",
     "plan_poses": "observation.plan_poses",
     "plan_length": "observation.plan_length",
+    "plan_step": "observation.plan_step",
 }
 PRIMITIVE_ACTION_NAMES = ("primitive",)  # the action of a primitive-level (Discrete) env
 DEFORMATION_KEY = "eval.deformation"  # evaluator data a policy never trains on

@@ -42,8 +42,10 @@ def test_the_plan_joins_every_observation_and_sets_the_budgets(planned):
     assert env.get_wrapper_attr("max_primitives") == length + BUDGET_PRIMITIVES
     travel = env.get_wrapper_attr("max_travel")
     assert travel == pytest.approx(length * PUSH_LENGTH + BUDGET_TRAVEL)
+    assert int(obs["plan_step"]) == 0
     next_obs, *_ = env.step(int(plan[0]))
     np.testing.assert_array_equal(next_obs["plan_primitives"], plan)  # fixed for the episode
+    assert int(next_obs["plan_step"]) == 1
 
 
 def test_replay_runs_the_plan_and_one_grasp_ends_the_episode(planned):

@@ -14,7 +14,8 @@ push travel) and joins every observation:
 * ``plan_primitives``: the plan's primitives, padded with -1 to ``MAX_PLAN``;
 * ``plan_poses``: the twin's predicted block poses (``x, y, z, yaw``, target first) before the
   plan's first primitive and after each push, padded by repeating the last;
-* ``plan_length``: the plan's number of primitives (its grasp included).
+* ``plan_length``: the plan's number of primitives (its grasp included);
+* ``plan_step``: primitives executed so far this episode (progress along the plan).
 
 An episode has one grasp, as TRACE judges the final grasp: a grasp that does not lift the target
 ends it (``termination_reason`` ``"grasp_failed"``). With ``obs_mode="state"`` the twin starts
@@ -88,6 +89,7 @@ class PlannedRetrieval(gym.Wrapper):
                 "plan_primitives": spaces.Box(-1, self.action_space.n - 1, (MAX_PLAN,), np.int64),
                 "plan_poses": spaces.Box(-np.inf, np.inf, (MAX_PLAN, BLOCKS, 4), np.float32),
                 "plan_length": spaces.Box(0, MAX_PLAN, (), np.int64),
+                "plan_step": spaces.Box(0, np.iinfo(np.int64).max, (), np.int64),
             }
         )
 
@@ -125,7 +127,9 @@ class PlannedRetrieval(gym.Wrapper):
         return self._with_plan(obs), info
 
     def _with_plan(self, obs: dict[str, Any]) -> dict[str, Any]:
-        return {**obs, **{key: value.copy() for key, value in self._plan_obs.items()}}
+        steps = np.array(self.env.get_wrapper_attr("_primitives"), dtype=np.int64)
+        plan = {key: value.copy() for key, value in self._plan_obs.items()}
+        return {**obs, **plan, "plan_step": steps}
 
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)
