@@ -36,6 +36,9 @@ class Variation:
     # the partial object observation is lost with this probability
     block_pose_noise: tuple[float, float] = (0.0, 0.0)
     detection_dropout: float = 0.0
+    # ...and (plan-conditioned clutter envs) for this many consecutive primitives from a seeded
+    # start within the plan, nothing is detected
+    blackout_primitives: int = 0
 
     def __post_init__(self) -> None:
         for key in ("young_scale", "mass_scale", "friction_scale", "light_scale"):
@@ -49,6 +52,12 @@ class Variation:
             raise ValueError(
                 f"variation {self.name!r}: detection_dropout must be in [0, 1), "
                 f"got {self.detection_dropout!r}"
+            )
+        blackout = self.blackout_primitives
+        if isinstance(blackout, bool) or not (isinstance(blackout, int) and blackout >= 0):
+            raise ValueError(
+                f"variation {self.name!r}: blackout_primitives must be an int >= 0, "
+                f"got {blackout!r}"
             )
         noise = np.asarray(self.block_pose_noise, dtype=float)
         if noise.shape != (2,) or not np.all(np.isfinite(noise)) or np.any(noise < 0):
@@ -79,9 +88,11 @@ VARIATIONS: dict[str, Variation] = {
         Variation("camera_shift", camera_offset=(0.03, -0.03, 0.02)),
         Variation("actuation_bias", actuation_bias=(0.012, -0.008, 0.0, 0.0)),
         Variation("encoder_offset", encoder_offset=(0.01, 0.01, 0.0, 0.05)),
-        # clutter stressors (TRACE's): execution pose noise, 10% detection dropout
+        # clutter stressors (TRACE's): execution pose noise, 10% detection dropout, a 5-step
+        # observation blackout
         Variation("pose_noise", block_pose_noise=(0.003, float(np.radians(2.0)))),
         Variation("detection_dropout", detection_dropout=0.1),
+        Variation("blackout", blackout_primitives=5),
     ]
 }
 

@@ -133,3 +133,21 @@ def test_clutter_episodes_record_as_a_lerobot_dataset(tmp_path):
     np.testing.assert_array_equal(
         dataset[0][PLAN_KEYS["plan_primitives"]].numpy(), obs["plan_primitives"]
     )
+
+
+def test_a_blackout_hides_every_block_for_its_primitives(planned):
+    env = planned()
+    obs, _ = env.reset(seed=SEED, options={"variation": "blackout"})
+    window = env.get_wrapper_attr("_blackout")
+    assert len(window) == 5 and window.start < int(obs["plan_length"])
+    visible = OBJECT_FIELDS.index("visible")
+    seen = []
+    for step in range(window.stop + 1):
+        obs, _, terminated, truncated, _ = env.step(17)  # look: unoccluded, unless blacked out
+        seen.append(obs["objects"][:, visible].copy())
+        assert not (terminated or truncated)
+    for step, flags in enumerate(seen):
+        if step in window:
+            assert not flags.any(), step
+        else:
+            assert flags.any(), step

@@ -7,7 +7,9 @@ episode. At reset, from the one unoccluded frame (the hand still out of view) th
 is built (:mod:`simroll.experts.clutter.twin`), the privileged teacher plans in it once
 (:class:`~simroll.experts.clutter.ClutterTeacher`); then, under the ``pose_noise`` variation,
 every real block is moved by up to 3 mm and 2 degrees (TRACE's execution noise), so the plan meets
-a world that differs from its twin. The fixed **nominal plan** sets the
+a world that differs from its twin; under ``blackout`` the partial observation detects nothing
+during 5 consecutive primitives from a seeded start within the plan. The fixed **nominal plan**
+sets the
 episode's budgets (TRACE's: ``plan length + 20`` primitives, ``plan length x 4 cm + 15 cm`` of
 push travel) and joins every observation:
 
@@ -121,6 +123,9 @@ class PlannedRetrieval(gym.Wrapper):
         # the world the plan meets differs from the frame it was made from (pose-noise stressor)
         raw.perturb_blocks()
         obs = self.env.observe()
+        length = raw.variation.blackout_primitives
+        start_at = int(raw.np_random.integers(0, max(1, len(plan) - 1))) if length else 0
+        self._blackout = range(start_at, start_at + length)
         self.env.max_primitives = len(plan) + BUDGET_PRIMITIVES
         self.env.max_travel = len(plan) * PUSH_LENGTH + BUDGET_TRAVEL
         info = {**info, "plan_length": len(plan), "plan_graspable": plan.graspable}
@@ -132,7 +137,10 @@ class PlannedRetrieval(gym.Wrapper):
         return {**obs, **plan, "plan_step": steps}
 
     def step(self, action):
+        raw = self.env.unwrapped
+        raw.blackout = self.env.get_wrapper_attr("_primitives") in self._blackout
         obs, reward, terminated, truncated, info = self.env.step(action)
+        raw.blackout = False
         if as_primitive(action) == GRASP and not (terminated or truncated):
             terminated = True  # one grasp per episode: TRACE judges the final grasp
             info = {**info, "termination_reason": "grasp_failed"}

@@ -296,6 +296,7 @@ class ClutterRetrieveEnv(SoftTaskEnv):
         self._rest_shape = RestShape(self._rest_points)
 
     def _reset_detections(self) -> None:
+        self.blackout = False  # set by the plan-conditioned wrapper during a blackout window
         self._last_seen = np.zeros((BLOCKS, 4))
         self._staleness = np.zeros(BLOCKS)
         self._seen = np.zeros(BLOCKS, dtype=bool)
@@ -404,6 +405,8 @@ class ClutterRetrieveEnv(SoftTaskEnv):
         if self._reference_pixels is None:  # the unoccluded first frame of the episode
             self._reference_pixels = np.maximum(counts, 1)
         visible = counts >= np.maximum(VISIBLE_FRACTION * self._reference_pixels, 2)
+        if self.blackout:  # the stressor: no detections at all for a while
+            visible[:] = False
         dropout = self.variation.detection_dropout
         if dropout > 0:  # the stressor: detections lost at random
             visible &= self.np_random.uniform(size=BLOCKS) >= dropout
