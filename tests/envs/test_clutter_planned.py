@@ -142,7 +142,7 @@ def test_a_blackout_hides_every_block_for_its_primitives(planned):
     assert len(window) == 5 and window.start < int(obs["plan_length"])
     visible = OBJECT_FIELDS.index("visible")
     seen = []
-    for step in range(window.stop + 1):
+    for _ in range(window.stop + 1):
         obs, _, terminated, truncated, _ = env.step(17)  # look: unoccluded, unless blacked out
         seen.append(obs["objects"][:, visible].copy())
         assert not (terminated or truncated)
