@@ -1,4 +1,5 @@
-"""Renders the README's pictures into docs/images/: one frame of each soft task, and the objects.
+"""Renders the README's pictures into docs/images/: one frame of each soft task, the objects, and
+a clutter scene (``ClutterRetrieve.png``: first frame, its segmentation, after the plan's pushes).
 
 Each task picture is a frame of a gentle-expert episode (seed 0) at the moment named in
 ``MOMENTS``, rendered from the scene camera with the tactile inset and deformation readout the
@@ -84,11 +85,41 @@ def objects_picture() -> Path:
     return path
 
 
+def clutter_picture(tier: str = "Hard", seed: int = 0) -> Path:
+    """Three panels of one clutter scene: the unoccluded first frame the twin is built from, its
+    segmentation (one colour per block, the target red), and the scene after the nominal plan's
+    pushes, just before its grasp."""
+    import gymnasium as gym
+
+    from simroll.envs.clutter.primitives import GRASP
+
+    env = gym.make(f"simroll/ClutterRetrieve{tier}-v0", image_size=SIZE[0])
+    obs, info = env.reset(seed=seed)
+    first = env.get_wrapper_attr("first_observation")
+    segmentation = first["segmentation"]
+    palette = np.array(
+        [[215, 40, 30]] + [[60 + 17 * i, 110 + 9 * i, 200 - 13 * i] for i in range(10)], np.uint8
+    )
+    coloured = np.where(segmentation[..., None] >= 0, palette[segmentation], 235).astype(np.uint8)
+    for primitive in obs["plan_primitives"][: int(obs["plan_length"])]:
+        if primitive == GRASP:
+            break
+        obs, *_ = env.step(int(primitive))
+    panels = [first["pixels"]["scene"], coloured, obs["pixels"]["scene"]]
+    env.close()
+    path = OUT / "ClutterRetrieve.png"
+    with atomic_path(path) as temporary:
+        Image.fromarray(np.concatenate(panels, axis=1)).save(temporary)
+    print(f"{path}: {tier} scene seed {seed}, plan {info['plan_length']} primitives")
+    return path
+
+
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     for task in MOMENTS:
         task_picture(task)
     objects_picture()
+    clutter_picture()
 
 
 if __name__ == "__main__":

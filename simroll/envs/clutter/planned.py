@@ -6,12 +6,12 @@ primitive actions of :class:`~simroll.envs.clutter.primitives.PrimitiveActions` 
 episode. At reset, from the one unoccluded frame (the hand still out of view) the digital twin
 is built (:mod:`simroll.experts.clutter.twin`), the privileged teacher plans in it once
 (:class:`~simroll.experts.clutter.ClutterTeacher`); then, under the ``pose_noise`` variation,
-every real block is moved by up to 3 mm and 2 degrees (TRACE's execution noise), so the plan meets
-a world that differs from its twin; under ``blackout`` the partial observation detects nothing
-during 5 consecutive primitives from a seeded start within the plan. The fixed **nominal plan**
-sets the
-episode's budgets (TRACE's: ``plan length + 20`` primitives, ``plan length x 4 cm + 15 cm`` of
-push travel) and joins every observation:
+every real block is moved by up to 3 mm and 2 degrees (TRACE's execution noise), and after every
+push each block it displaced is moved so again, so the plan meets a world that differs from its
+twin and drifts further from it with every push; under ``blackout`` the partial observation
+detects nothing during 5 consecutive primitives from a seeded start within the plan. The fixed
+**nominal plan** sets the episode's budgets (TRACE's: ``plan length + 20`` primitives,
+``plan length x 4 cm + 15 cm`` of push travel) and joins every observation:
 
 * ``plan_primitives``: the plan's primitives, padded with -1 to ``MAX_PLAN``;
 * ``plan_poses``: the twin's predicted block poses (``x, y, z, yaw``, target first) before the
@@ -42,6 +42,7 @@ from simroll.envs.clutter.primitives import GRASP, PUSH_LENGTH, PrimitiveActions
 from simroll.envs.clutter.retrieve import BLOCKS, ClutterRetrieveEnv
 
 MAX_PLAN = 16
+MOVED = 0.001  # metres: a block a push displaced this much gets the execution noise
 BUDGET_PRIMITIVES = 20
 BUDGET_TRAVEL = 0.15
 
@@ -139,7 +140,14 @@ class PlannedRetrieval(gym.Wrapper):
     def step(self, action):
         raw = self.env.unwrapped
         raw.blackout = self.env.get_wrapper_attr("_primitives") in self._blackout
+        before = raw.block_poses()
         obs, reward, terminated, truncated, info = self.env.step(action)
+        if as_primitive(action) < GRASP and not (terminated or truncated):
+            # execution noise: the blocks this push moved end up a little off the physics' answer
+            moved = np.linalg.norm(raw.block_poses()[:, :2] - before[:, :2], axis=1) > MOVED
+            if moved.any() and any(raw.variation.block_pose_noise):
+                raw.perturb_blocks(np.flatnonzero(moved))
+                obs = self.env.observe()
         raw.blackout = False
         if as_primitive(action) == GRASP and not (terminated or truncated):
             terminated = True  # one grasp per episode: TRACE judges the final grasp

@@ -273,15 +273,15 @@ class ClutterRetrieveEnv(SoftTaskEnv):
         self._reset_detections()
         self._tactile_reading = self.tactile.read(data)
 
-    def perturb_blocks(self) -> None:
-        """The execution pose-noise stressor: move every block by up to the variation's
-        ``block_pose_noise`` (uniform in x, y and yaw) from where it stands, then let the scene
-        settle (overlaps the noise creates are pushed apart by the physics)."""
+    def perturb_blocks(self, blocks: np.ndarray | None = None) -> None:
+        """The execution pose-noise stressor: move ``blocks`` (default: all) by up to the
+        variation's ``block_pose_noise`` (uniform in x, y and yaw) from where they stand, then let
+        the scene settle (overlaps the noise creates are pushed apart by the physics)."""
         limit_m, limit_rad = self.variation.block_pose_noise
         if limit_m == 0 and limit_rad == 0:
             return
         rng, data = self.np_random, self.data
-        for i in range(BLOCKS):
+        for i in range(BLOCKS) if blocks is None else blocks:
             q = self._block_qpos[i]
             data.qpos[q : q + 2] += rng.uniform(-limit_m, limit_m, size=2)
             turn = rng.uniform(-limit_rad, limit_rad)
@@ -291,9 +291,10 @@ class ClutterRetrieveEnv(SoftTaskEnv):
         mujoco.mj_forward(self.model, data)
         for _ in range(SETTLE_STEPS):
             mujoco.mj_step(self.model, data)
-        self.rest_center = self.object_center()
-        self._rest_points = self.object_points()
-        self._rest_shape = RestShape(self._rest_points)
+        if blocks is None or 0 in blocks:
+            self.rest_center = self.object_center()
+            self._rest_points = self.object_points()
+            self._rest_shape = RestShape(self._rest_points)
 
     def _reset_detections(self) -> None:
         self.blackout = False  # set by the plan-conditioned wrapper during a blackout window
