@@ -121,6 +121,18 @@ def _check_can_render() -> None:
         )
 
 
+def check_settings(obs_mode: str, gripper_mode: str, render_mode: str | None, image_size) -> None:
+    """ValueError naming the first env setting that is not one the envs take."""
+    if obs_mode not in OBS_MODES:
+        raise ValueError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
+    if gripper_mode not in GRIPPER_MODES:
+        raise ValueError(f"gripper_mode must be one of {GRIPPER_MODES}, got {gripper_mode!r}")
+    if render_mode not in (None, "rgb_array"):
+        raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+    if not (isinstance(image_size, int) and 16 <= image_size <= 1024):
+        raise ValueError(f"image_size must be an int in [16, 1024], got {image_size!r}")
+
+
 class SoftTaskEnv(gym.Env):
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": CONTROL_HZ}
     task_name: ClassVar[str] = "SoftTask"
@@ -141,14 +153,7 @@ class SoftTaskEnv(gym.Env):
         with_task_description: bool = True,
         cameras: tuple[str, ...] | list[str] | None = None,
     ):
-        if obs_mode not in OBS_MODES:
-            raise ValueError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
-        if gripper_mode not in GRIPPER_MODES:
-            raise ValueError(f"gripper_mode must be one of {GRIPPER_MODES}, got {gripper_mode!r}")
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
-        if not (isinstance(image_size, int) and 16 <= image_size <= 1024):
-            raise ValueError(f"image_size must be an int in [16, 1024], got {image_size!r}")
+        check_settings(obs_mode, gripper_mode, render_mode, image_size)
         self.object_asset = get_object(object)  # raises on unknown names
         self.object_name = object
         self.rigid_twin = bool(rigid_twin)

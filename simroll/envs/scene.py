@@ -73,7 +73,9 @@ def compile_model(object_name: str, rigid_twin: bool = False, young_scale: float
         ) from exc
 
 
-def scene_ids(model: mujoco.MjModel) -> SceneIds:
+def hand_ids(model: mujoco.MjModel) -> dict[str, object]:
+    """The hand's entries of :class:`SceneIds` (every scene built on the template has them)."""
+
     def jid(name: str) -> int:
         return mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name)
 
@@ -82,6 +84,19 @@ def scene_ids(model: mujoco.MjModel) -> SceneIds:
     pads = [
         mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, n) for n in ("pad_left", "pad_right")
     ]
+    hand_body = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, "hand")
+    return {
+        "hand_joints": model.jnt_qposadr[hand],
+        "hand_dofs": model.jnt_dofadr[hand],
+        "finger_qpos": model.jnt_qposadr[fingers],
+        "finger_dof": model.jnt_dofadr[fingers],
+        "pad_geoms": np.array(pads),
+        "hand_body": hand_body,
+        "hand_base_z": float(model.body_pos[hand_body][2]),
+    }
+
+
+def scene_ids(model: mujoco.MjModel) -> SceneIds:
     object_body = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, "object")
     object_geom = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "object")
     flex = 0 if model.nflex > 0 else -1
@@ -92,19 +107,13 @@ def scene_ids(model: mujoco.MjModel) -> SceneIds:
             [model.jnt_qposadr[model.body_jntadr[b]] + np.arange(3) for b in bodies]
         )
     else:
-        qpos = model.jnt_qposadr[jid("object")] + np.arange(7)
-    hand_body = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, "hand")
+        joint = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, "object")
+        qpos = model.jnt_qposadr[joint] + np.arange(7)
     return SceneIds(
-        hand_joints=model.jnt_qposadr[hand],
-        hand_dofs=model.jnt_dofadr[hand],
-        finger_qpos=model.jnt_qposadr[fingers],
-        finger_dof=model.jnt_dofadr[fingers],
-        pad_geoms=np.array(pads),
-        hand_body=hand_body,
+        **hand_ids(model),
         object_body=object_body,
         object_geom=object_geom,
         flex=flex,
         object_qpos=qpos,
         target_site=mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, "target"),
-        hand_base_z=float(model.body_pos[hand_body][2]),
     )

@@ -42,17 +42,21 @@ from gymnasium import spaces
 
 from simroll.envs.clutter.layout import TARGET_SHAPES, TIERS, Layout, generate_layout
 from simroll.envs.clutter.scene import HAND_HOME, compile_model
-from simroll.envs.core import SETTLE_STEPS, TEXT_CHARSET, SoftTaskEnv, _check_can_render
+from simroll.envs.core import (
+    SETTLE_STEPS,
+    TEXT_CHARSET,
+    SoftTaskEnv,
+    _check_can_render,
+    check_settings,
+)
 from simroll.envs.deformation import RestShape
-from simroll.envs.scene import SceneIds
+from simroll.envs.scene import SceneIds, hand_ids
 from simroll.envs.sensing import MARKER_GRID, TactileSensor
 from simroll.envs.variations import PhysicsSnapshot, resolve_variation
 from simroll.features import (
     ACTION_DIM,
     CAMERAS,
     FINGERS,
-    GRIPPER_MODES,
-    OBS_MODES,
     STATE_NAMES,
     TAXEL_GRID,
 )
@@ -91,14 +95,7 @@ class ClutterRetrieveEnv(SoftTaskEnv):
             raise ValueError(f"object must be a target shape of {TARGET_SHAPES}, got {object!r}")
         if tier not in TIERS:
             raise ValueError(f"tier must be one of {sorted(TIERS)}, got {tier!r}")
-        if obs_mode not in OBS_MODES:
-            raise ValueError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
-        if gripper_mode not in GRIPPER_MODES:
-            raise ValueError(f"gripper_mode must be one of {GRIPPER_MODES}, got {gripper_mode!r}")
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
-        if not (isinstance(image_size, int) and 16 <= image_size <= 1024):
-            raise ValueError(f"image_size must be an int in [16, 1024], got {image_size!r}")
+        check_settings(obs_mode, gripper_mode, render_mode, image_size)
         noise = np.asarray(detection_noise, dtype=float)
         if noise.shape != (2,) or not np.all(np.isfinite(noise)) or np.any(noise < 0):
             raise ValueError(
@@ -169,12 +166,6 @@ class ClutterRetrieveEnv(SoftTaskEnv):
         def jid(name: str) -> int:
             return mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name)
 
-        hand = [jid(n) for n in ("hand_x", "hand_y", "hand_z", "hand_yaw")]
-        fingers = [jid("finger_left"), jid("finger_right")]
-        pads = [
-            mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, n) for n in ("pad_left", "pad_right")
-        ]
-        hand_body = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, "hand")
         self._block_bodies = np.array(
             [
                 mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, f"block_{i}")
@@ -184,18 +175,12 @@ class ClutterRetrieveEnv(SoftTaskEnv):
         self._block_qpos = np.array([model.jnt_qposadr[jid(f"block_{i}")] for i in range(BLOCKS)])
         target_geom = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "block_0_0")
         self.ids = SceneIds(
-            hand_joints=model.jnt_qposadr[hand],
-            hand_dofs=model.jnt_dofadr[hand],
-            finger_qpos=model.jnt_qposadr[fingers],
-            finger_dof=model.jnt_dofadr[fingers],
-            pad_geoms=np.array(pads),
-            hand_body=hand_body,
+            **hand_ids(model),
             object_body=int(self._block_bodies[0]),
             object_geom=target_geom,
             flex=-1,
             object_qpos=self._block_qpos[0] + np.arange(7),
             target_site=-1,
-            hand_base_z=float(model.body_pos[hand_body][2]),
         )
         # geom id -> block index (-1: table, hand) for the segmentation image
         self._geom_block = np.full(model.ngeom + 1, -1, dtype=np.int32)
