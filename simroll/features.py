@@ -88,6 +88,22 @@ PLAN_KEYS = {
     "plan_step": "observation.plan_step",
 }
 PRIMITIVE_ACTION_NAMES = ("primitive",)  # the action of a primitive-level (Discrete) env
+# the clutter primitives (simroll.envs.clutter.primitives), in action-index order: 16 pushes of
+# 4 cm in the hand frame (axial; per diagonal straight, x then y, y then x), the grasp, a look
+PRIMITIVE_NAMES = (
+    "push_+x",
+    "push_-x",
+    "push_+y",
+    "push_-y",
+    *(
+        f"push_{diagonal}{route}"
+        for diagonal in ("++", "+-", "-+", "--")
+        for route in ("", "_x_then_y", "_y_then_x")
+    ),
+    "grasp",
+    "look",
+)
+GRASP_PRIMITIVE = PRIMITIVE_NAMES.index("grasp")
 DEFORMATION_KEY = "eval.deformation"  # evaluator data a policy never trains on
 
 

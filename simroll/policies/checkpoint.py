@@ -78,6 +78,7 @@ def register_policy_types() -> None:
     themselves). Idempotent; call before resolving a policy type by name."""
     from lerobot.utils.import_utils import register_third_party_plugins
 
+    import simroll.policies.trace  # noqa: F401 - registers the "trace_student" policy type
     import simroll.policies.vla  # noqa: F401 - registers the "simvla" policy type
 
     register_third_party_plugins()

@@ -17,7 +17,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from simroll.envs.clutter.primitives import GRASP
+from simroll.features import GRASP_PRIMITIVE as GRASP
 
 
 class NominalReplay:

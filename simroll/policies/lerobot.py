@@ -165,7 +165,10 @@ class LeRobotPolicy:
             action = self.postprocessor(self.policy.select_action(batch))
             if self._hook is None:
                 self._evaluations += 1
-            return np.clip(action.squeeze(0).cpu().numpy().astype(np.float32), -1.0, 1.0)
+            action = action.squeeze(0).cpu().numpy().astype(np.float32)
+            if getattr(self.policy, "discrete_actions", False):
+                return action  # a primitive index (clutter), not a point of the box
+            return np.clip(action, -1.0, 1.0)
         if self._chunk_steps != self.policy.config.n_action_steps:
             # n_action_steps changed since the chunk was planned: re-plan now, as SimVLA does
             self._chunk_steps = int(self.policy.config.n_action_steps)
@@ -207,7 +210,9 @@ def _shape_hint(key: str, shape: tuple[int, ...]) -> str:
     return "the env's observation layout differs from the training data's"
 
 
-def check_compatible(config: dict[str, Any], observation_space, path: Path) -> None:
+def check_compatible(
+    config: dict[str, Any], observation_space, path: Path, action_space=None
+) -> None:
     """Raise :class:`PolicyLoadError` when the env cannot provide what the policy reads, naming
     the feature, the policy's shape and the env's (images compared as LeRobot's CHW)."""
     from gymnasium import spaces
@@ -241,10 +246,11 @@ def check_compatible(config: dict[str, Any], observation_space, path: Path) -> N
                 + _shape_hint(key, shape)
             )
     action = config.get("output_features", {}).get("action", {})
-    if tuple(action.get("shape", (ACTION_DIM,))) != (ACTION_DIM,):
+    expected = (1,) if hasattr(action_space, "n") else (ACTION_DIM,)  # Discrete: a primitive
+    if tuple(action.get("shape", (ACTION_DIM,))) != expected:
         raise PolicyLoadError(
             f"policy {path} outputs actions of shape {action.get('shape')}, "
-            f"simroll envs take ({ACTION_DIM},)"
+            f"this env takes {expected}"
         )
 
 
@@ -286,7 +292,7 @@ def load_policy(
     del train  # the recipe of `simroll train`, kept in the same policy config
     path = resolve_checkpoint(path)
     contents = validate_checkpoint(path)
-    check_compatible(contents.config, env.observation_space, path)
+    check_compatible(contents.config, env.observation_space, path, env.action_space)
     check_gripper_mode(path, env, contents.env_record)
     if threads is not None:
         torch.set_num_threads(threads)

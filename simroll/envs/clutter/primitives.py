@@ -46,6 +46,7 @@ from simroll.envs.clutter.layout import (
 from simroll.envs.clutter.scene import HAND_HOME
 from simroll.envs.core import CONTROL_HZ, GRIPPER_STEP, MAX_STEP
 from simroll.envs.scene import FINGER_TRAVEL, OPEN_HALF_WIDTH
+from simroll.features import GRASP_PRIMITIVE, PRIMITIVE_NAMES
 
 PUSH_LENGTH = 0.04
 PUSH_Z = 0.032  # pad centre height while pushing: pads span the blocks' height, palm clears them
@@ -73,21 +74,10 @@ def _pushes() -> list[list[tuple[float, float]]]:
 
 
 PUSHES = _pushes()  # per push primitive: cumulative waypoints in the hand frame
-GRASP = len(PUSHES)
-LOOK = GRASP + 1
-NAMES = [
-    "push_+x",
-    "push_-x",
-    "push_+y",
-    "push_-y",
-    *[
-        f"push_{d}{kind}"
-        for d in ("++", "+-", "-+", "--")
-        for kind in ("", "_x_then_y", "_y_then_x")
-    ],
-    "grasp",
-    "look",
-]
+NAMES = PRIMITIVE_NAMES
+GRASP = GRASP_PRIMITIVE
+LOOK = NAMES.index("look")
+assert GRASP == len(PUSHES) == 16 and LOOK == 17
 
 
 def detections(obs: dict[str, Any]) -> np.ndarray:
