@@ -4,7 +4,9 @@
   observation, planned once in the digital twin) open loop, ending with its grasp.
 * :class:`ClosedLoopTeacher`: the privileged teacher re-planning from the true state at every
   primitive, which looks (withdraws the hand) when its view of the target's neighbourhood is
-  stale: the upper reference, and DAgger's labeller (it labels any state).
+  stale: the upper reference. With ``looks=False`` it never looks (it reads the true state, so
+  it needs no view): the labeller of the student's demonstrations and DAgger rounds
+  (``configs/policy/clutter_labeller.yaml``), so the student learns to act without withdrawing.
 
 Both return a one-element int64 array (the primitive index), which the plan-conditioned envs
 ``simroll/ClutterRetrieve{Easy,Medium,Hard}-v0`` take.
@@ -45,14 +47,16 @@ class ClosedLoopTeacher:
     policy_id = "closed_loop_teacher"
     labels_any_state = True
 
-    def __init__(self, env: gym.Env, beam: int = 2, max_pushes: int = 15):
+    def __init__(self, env: gym.Env, beam: int = 2, max_pushes: int = 15, looks: bool = True):
         from simroll.experts.clutter import ClutterTeacher
 
         self.env = env
+        self.looks = bool(looks)
         self.teacher = ClutterTeacher(beam=beam, max_pushes=max_pushes, tier=env.unwrapped.tier)
 
     def reset(self) -> None:
         self.teacher.reset()
 
     def select_action(self, obs: dict[str, Any]) -> np.ndarray:
-        return np.array([self.teacher.label(self.env.unwrapped, obs)], dtype=np.int64)
+        seen = obs if self.looks else None  # without looks it acts on the true state alone
+        return np.array([self.teacher.label(self.env.unwrapped, seen)], dtype=np.int64)

@@ -81,3 +81,19 @@ def test_twin_poses_are_within_the_detection_noise():
     assert np.max(position) <= 2.5 * noise_m
     assert np.median(heading) <= 3 * math.degrees(noise_rad)
     env.close()
+
+
+def test_the_labeller_never_looks():
+    """As a labeller (looks=False) the teacher acts on the true state even when its view is
+    stale, so a student imitating it learns to act without withdrawing."""
+    from simroll.policies.clutter import ClosedLoopTeacher
+
+    env = gym.make("simroll/ClutterRetrieveMedium-v0", image_size=48)
+    obs, _ = env.reset(seed=3)
+    hidden = obs["objects"].copy()
+    hidden[:, 4] = 0.0
+    stale = {**obs, "objects": hidden}
+    assert int(ClosedLoopTeacher(env).select_action(stale)[0]) == LOOK
+    labeller = ClosedLoopTeacher(env, looks=False)
+    assert int(labeller.select_action(stale)[0]) != LOOK
+    env.close()
