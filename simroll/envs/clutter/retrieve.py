@@ -198,9 +198,6 @@ class ClutterRetrieveEnv(SoftTaskEnv):
         self.snapshot = PhysicsSnapshot(model)
 
     # ----------------------------------------------------------------- target state
-    def _yaw_matters(self) -> bool:
-        return True
-
     @property
     def task_description(self) -> str:
         return self.instruction.format(object=self.object_name.replace("_", " "))

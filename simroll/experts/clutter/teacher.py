@@ -11,13 +11,12 @@ towards the target, keeps the ``beam`` best and goes one push deeper, until a st
 * :meth:`ClutterTeacher.plan` returns a :class:`Plan`: the pushes then the grasp, with the
   block poses the simulation predicts after each push. Run in the twin built from one unoccluded
   observation it is TRACE's fixed nominal rollout.
-* :meth:`ClutterTeacher.act` is the closed-loop teacher: from the true state it grasps when a
-  grasp is clear, else re-plans and returns the first push; when its view of the target's
-  neighbourhood is stale (a block within ``LOOK_RADIUS`` of the target hidden in the current
-  observation) and its last primitive was not a look, it looks first. Those sensing withdrawals
-  are what TRACE's student avoids.
-* :meth:`ClutterTeacher.label` is the same decision as a labeller for DAgger: the primitive the
-  closed-loop teacher takes in a state the student visited.
+* :meth:`ClutterTeacher.label` is the closed-loop teacher's decision in a state: from the true
+  state it grasps when a grasp is clear, else re-plans and returns the first push. Given an
+  observation whose view of the target's neighbourhood is stale (a block within ``LOOK_RADIUS``
+  of the target hidden) and after a primitive that was not a look, it looks first; those
+  sensing withdrawals are what TRACE's student avoids. Without an observation it never looks
+  (the labeller of the student's data).
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
 from simroll.envs.clutter.layout import footprint, grasp_blockage, grasp_clear
@@ -127,10 +125,6 @@ class ClutterTeacher:
         action = self.plan(env.get_sim_state()).primitives[0]
         self._last_action = action
         return action
-
-    def act(self, env: gym.Env, obs: dict[str, Any]) -> int:
-        """:meth:`label` on the true state under ``env`` (any wrapper of ClutterRetrieve)."""
-        return self.label(env.unwrapped, obs)
 
     def reset(self) -> None:
         self._last_action = None
