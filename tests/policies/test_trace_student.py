@@ -114,3 +114,16 @@ def test_the_environment_refuses_a_5d_policy_for_primitives(trained):
     with pytest.raises(PolicyLoadError, match=r"this env takes \(1,\)"):
         check_compatible(config, env.observation_space, trained[0], env.action_space)
     env.close()
+
+
+def test_lerobot_resolves_the_student_through_the_plugin():
+    """``lerobot-train --policy.type=trace_student``: the installed policy plugin registers the
+    type and LeRobot's factory finds the policy class and its processors by naming convention."""
+    lerobot_policy_simvla = pytest.importorskip("lerobot_policy_simvla")
+    from lerobot.policies.factory import get_policy_class, make_policy_config
+
+    assert get_policy_class("trace_student") is lerobot_policy_simvla.TraceStudentPolicy
+    config = make_policy_config("trace_student", device="cpu")
+    assert isinstance(config, TraceStudentConfig)
+    with pytest.raises(ValueError, match="observation.objects"):
+        config.validate_features()  # no dataset features yet: it names what it reads
