@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from simroll.envs import TASKS, task_objects
+from simroll.envs.clutter import PRIMITIVE_TASKS
 from simroll.envs.core import GRIPPER_MODES, OBS_MODES
 from simroll.envs.variations import VARIATIONS
 from simroll.policies.resolve import ResolvedPolicy, resolve_policy
@@ -215,6 +216,15 @@ def check_settings(
     ):
         raise ConfigError(
             f"{name('policy_latency_s')} must be null, 'measured' or seconds >= 0, got {latency!r}"
+        )
+    delayed = control_delay_steps > 0 or latency not in (None, 0, 0.0)
+    macro = [task for task in tasks if task in PRIMITIVE_TASKS]
+    if delayed and macro:
+        raise ConfigError(
+            f"{name('control_delay_steps')}/{name('policy_latency_s')} delay 5-D hand actions by "
+            f"control steps; {macro} take one primitive per step (a macro action), which a "
+            f"control delay does not apply to: set {name('control_delay_steps')}=0 and "
+            f"{name('policy_latency_s')}=null"
         )
     if not _is_int(workers, 1):
         raise ConfigError(f"{name('workers')} must be an integer >= 1, got {workers!r}")

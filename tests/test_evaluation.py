@@ -177,6 +177,14 @@ def test_library_and_cli_give_the_same_receipts_and_import_simroll_stays_light(t
         ({"videos": -1}, "videos must be an integer >= 0, got -1"),
         ({"obs_mode": "pixels"}, "obs_mode: unknown value 'pixels'"),
         ({"policy_latency_s": "fast"}, "policy_latency_s must be null, 'measured' or seconds"),
+        (
+            {"tasks": ["ClutterRetrieveEasy"], "objects": ["cube"], "control_delay_steps": 1},
+            "take one primitive per step",
+        ),
+        (
+            {"tasks": ["ClutterRetrieveHard"], "objects": ["cube"], "policy_latency_s": "measured"},
+            "set control_delay_steps=0 and policy_latency_s=null",
+        ),
     ],
 )
 def test_bad_arguments_are_refused_naming_them_before_any_episode(tmp_path, arguments, message):

@@ -28,6 +28,11 @@ class ControlDelay(gym.Wrapper):
     def __init__(self, env: gym.Env, steps: int) -> None:
         if isinstance(steps, bool) or not isinstance(steps, int | np.integer) or steps < 0:
             raise ValueError(f"control delay steps must be an int >= 0, got {steps!r}")
+        if steps and not isinstance(env.action_space, gym.spaces.Box):
+            raise ValueError(
+                f"a control delay holds the hand for {steps} control steps; this env's actions "
+                f"are {env.action_space} (macro steps such as clutter primitives): use 0 steps"
+            )
         super().__init__(env)
         self.steps = int(steps)
         self._pending: deque[np.ndarray] = deque()

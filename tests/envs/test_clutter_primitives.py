@@ -9,6 +9,7 @@ import pytest
 
 from simroll.envs.clutter.primitives import GRASP, LOOK, NAMES, PUSHES, PrimitiveActions
 from simroll.envs.clutter.retrieve import BLOCKS
+from simroll.envs.wrappers import ControlDelay
 
 
 @pytest.fixture
@@ -138,3 +139,6 @@ def test_bad_primitives_and_modes_are_refused(make_wrapped):
         env.step(18)
     with pytest.raises(ValueError, match="max_primitives"):
         make_wrapped(max_primitives=0)
+    with pytest.raises(ValueError, match="clutter primitives"):
+        ControlDelay(env, 1)  # a held 5-D action means nothing to a primitive env
+    ControlDelay(env, 0)

@@ -14,11 +14,14 @@ TASKS = {
     "ClutterRetrieveMedium": ClutterRetrieveMedium,
     "ClutterRetrieveHard": ClutterRetrieveHard,
 }
+# tasks whose step is one discrete primitive (a macro action of many control steps)
+PRIMITIVE_TASKS = ("ClutterRetrieveEasy", "ClutterRetrieveMedium", "ClutterRetrieveHard")
 # time limits in control steps, from the table that registers the Gymnasium ids
 MAX_EPISODE_STEPS = {name: ENV_TABLE[name][1] for name in TASKS}
 
 __all__ = [
     "MAX_EPISODE_STEPS",
+    "PRIMITIVE_TASKS",
     "TASKS",
     "ClutterRetrieveEasy",
     "ClutterRetrieveEnv",
