@@ -9,6 +9,8 @@ episode with no record, and the run's videos linked by paths relative to the pag
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +54,7 @@ def eval_context(run: EvalRun, page_dir: Path) -> dict[str, Any]:
             lambda path: plot_tolerance_sweep(sweep, path), problems
         )
         figures["peaks"] = inline_figure(lambda path: peak_strip(run.records, path), problems)
+    costs = episode_costs(run.records)
     rows = [_episode_row(record, run, page_dir) for record in run.records]
     rows += [_missing_row(spec) for spec in run.missing]
     rows.sort(key=lambda row: (row["rank"], row["key"]))
@@ -83,11 +86,48 @@ def eval_context(run: EvalRun, page_dir: Path) -> dict[str, Any]:
         "scores": scores,
         "by_object": by_object,
         "by_variation": by_variation,
+        "costs": costs,
+        "cost_columns": [label for _, label in COSTS] if costs else [],
         "interval_note": _interval_note(scores),
         "figures": figures,
         "episodes": rows,
         "videos": videos,
     }
+
+
+# what a macro-step env (the clutter primitives) records of an episode's cost, as record.extra keys
+COSTS = (
+    ("execution_time", "execution time (s)"),
+    ("primitives", "primitives"),
+    ("withdrawals", "withdrawals"),
+    ("travel_m", "push travel (m)"),
+)
+
+
+def episode_costs(records: Sequence[EpisodeRecord]) -> list[dict[str, Any]]:
+    """Per task, the mean of each recorded episode cost over all episodes and over the successful
+    ones; empty when no record carries one (the soft tasks' costs are steps and compute)."""
+    if not any(key in r.extra for r in records for key, _ in COSTS):
+        return []
+
+    def mean(key: str, rows: list[EpisodeRecord]) -> float | None:
+        values = [float(r.extra[key]) for r in rows if key in r.extra]
+        return statistics.fmean(values) if values else None
+
+    table = []
+    for task in sorted({r.spec.task for r in records}):
+        rows = [r for r in records if r.spec.task == task]
+        wins = [r for r in rows if r.success]
+        table.append(
+            {
+                "task": task,
+                "episodes": len(rows),
+                "successes": len(wins),
+                "all": [mean(key, rows) for key, _ in COSTS],
+                "successful": [mean(key, wins) for key, _ in COSTS],
+            }
+        )
+    return table
 
 
 def _episode_row(record: EpisodeRecord, run: EvalRun, page_dir: Path) -> dict[str, Any]:
@@ -131,6 +171,7 @@ def _episode_row(record: EpisodeRecord, run: EvalRun, page_dir: Path) -> dict[st
         "compute_ms_per_call": record.compute_per_call_s * 1e3 if record.policy_calls else None,
         "compute_s": record.policy_compute_s,
         "wall_s": record.episode_wall_s,
+        "costs": [record.extra.get(key) for key, _ in COSTS],
         "error": last_line(record.error),
         "line": run.line_numbers.get(spec.key),
         "tags": " ".join(tags),
@@ -155,6 +196,7 @@ def _missing_row(spec: EpisodeSpec) -> dict[str, Any]:
         "compute_ms_per_call": None,
         "compute_s": None,
         "wall_s": None,
+        "costs": [None] * len(COSTS),
         "error": "expected by the config; no valid record in records.jsonl",
         "line": None,
         "tags": "missing tsr-fail dsr-fail",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -145,6 +146,28 @@ def test_mixed_policies_are_not_blended_into_one_rate(tmp_path, parse):
     assert "mixes 2 policies (expert, other)" in page.all_text
     assert "scores-table" not in page.tables
     assert len(page.tables["episodes-table"]) == 12
+
+
+def test_macro_step_costs_get_their_own_table_and_columns(tmp_path, parse):
+    """Clutter records carry execution time, primitives, withdrawals and travel in ``extra``: the
+    page gives their means per task (all episodes, successes) and shows them per episode."""
+    records = [
+        dataclasses.replace(
+            record,
+            extra={**record.extra, "execution_time": 4.0 + i, "primitives": i, "withdrawals": 1},
+        )
+        for i, record in enumerate(default_records())
+    ]
+    page = parse(write_html_report(write_eval_run(tmp_path / "run", records)))
+    costs = page.tables["costs-table"]
+    assert [row["cells"][0] for row in costs] == sorted({r.spec.task for r in records})
+    expected = statistics.fmean(4.0 + i for i in range(len(records)))
+    assert float(page.column("costs-table", "execution time (s)")[0]) == pytest.approx(expected)
+    assert page.column("costs-table", "withdrawals")[0] == "1.00"
+    assert page.column("costs-table", "push travel (m)")[0] == "n/a"  # not recorded
+    assert len(page.column("episodes-table", "primitives")) == len(records)
+    plain = parse(write_html_report(write_eval_run(tmp_path / "soft", default_records())))
+    assert "costs-table" not in plain.tables  # the soft tasks record no such costs
 
 
 def test_certification_page_shows_decision_candidates_plot_and_losses(certify_run, parse):
