@@ -80,6 +80,7 @@ def register_policy_types() -> None:
 
     import simroll.policies.trace  # noqa: F401 - registers the "trace_student" policy type
     import simroll.policies.vla  # noqa: F401 - registers the "simvla" policy type
+    import simroll.policies.wam  # noqa: F401 - registers the "wam" policy type
 
     register_third_party_plugins()
 

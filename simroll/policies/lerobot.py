@@ -66,6 +66,7 @@ EVALUATED_MODULE: dict[str, Callable[[Any], torch.nn.Module]] = {
     "diffusion": lambda policy: policy.diffusion.unet,
     "act": lambda policy: policy.model,
     "simvla": lambda policy: policy.model.decoder_norm,
+    "wam": lambda policy: policy.model.video,  # backbone passes: what RIFT saves
 }
 
 
@@ -92,7 +93,7 @@ class LeRobotPolicy:
         self.tactile_image_size = int(tactile.shape[1]) if tactile is not None else None
         self.task = task
         self.policy.eval()
-        self.owns_queue = config.type in ("diffusion", "simvla") or (
+        self.owns_queue = config.type in ("diffusion", "simvla", "wam") or (
             config.type == "act" and config.temporal_ensemble_coeff is None
         )
         # diffusion-style models read a stacked observation history (LeRobot's training batches
