@@ -8,6 +8,7 @@ from lerobot.configs import FeatureType, PolicyFeature
 
 from simroll.features import FINGERS, TAXEL_GRID
 from simroll.policies.wam import WAMConfig, WAMPolicy, make_wam_pre_post_processors
+from simroll.policies.wam.modeling_wam import intervention
 
 TAXELS = FINGERS * TAXEL_GRID[0] * TAXEL_GRID[1]
 TINY = {
@@ -151,20 +152,29 @@ def test_a_reload_gives_identical_actions(tmp_path):
     )
 
 
-def test_a_cache_edit_changes_the_actions_only_through_the_cache():
+@pytest.mark.parametrize("name", ["mask_future", "reassign_future"])
+def test_interventions_change_only_the_future_values(name):
+    """A cache intervention edits the values of the future rows and nothing else: keys, and
+    the conditioning and current-frame rows, are those the backbone computed."""
     torch.manual_seed(0)
     policy = WAMPolicy(make_config(mode="rift"))
     with torch.no_grad():  # an untrained action head is zero: give it weights to read with
         policy.model.action_out.weight.normal_()
     batch, noise = current(training_batch()), torch.randn(4, TINY["chunk_size"], 5)
     plain = policy.predict_action_chunk(batch, noise=noise)
-    policy.cache_edit = lambda cache, rows: cache  # the identity edit
-    assert torch.equal(policy.predict_action_chunk(batch, noise=noise), plain)
-
-    def mask_future(cache, rows):
-        return [
-            (k, torch.cat([v[:, :, :rows], torch.zeros_like(v[:, :, rows:])], 2)) for k, v in cache
-        ]
-
-    policy.cache_edit = mask_future
-    assert not torch.allclose(policy.predict_action_chunk(batch, noise=noise), plain)
+    seen: list = []
+    edit = intervention(name)
+    policy.cache_edit = lambda cache, rows: seen.append((cache, rows)) or edit(cache, rows)
+    edited = policy.predict_action_chunk(batch, noise=noise)
+    assert not torch.allclose(edited, plain)  # the actions read the future values
+    (cache, rows), changed = seen[0], edit(*seen[0])
+    for (k, v), (k2, v2) in zip(cache, changed, strict=True):
+        assert torch.equal(k, k2) and torch.equal(v[:, :, :rows], v2[:, :, :rows])
+        future, future2 = v[:, :, rows:], v2[:, :, rows:]
+        if name == "mask_future":
+            assert not future2.any()
+        else:  # a permutation of the same rows
+            assert torch.equal(future2, future.flip(2)) and not torch.equal(future2, future)
+    policy.cache_edit = None
+    policy.config.cache_intervention = name  # the config knob load_policy overrides set
+    assert torch.equal(policy.predict_action_chunk(batch, noise=noise), edited)

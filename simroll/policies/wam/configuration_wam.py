@@ -17,7 +17,9 @@ per finger); the batch's ``task`` instruction. Training loads the camera at the 
 at ``future_offsets`` control steps ahead (``observation_delta_indices``), the futures the model
 learns to predict. Inference knobs (``load_policy(..., overrides=...)``): ``mode`` (a rollout
 checkpoint cannot run in RIFT mode: its anticipation tokens are untrained), ``num_video_steps``,
-``num_flow_steps``, ``rollout_cache``, ``n_action_steps``.
+``num_flow_steps``, ``rollout_cache``, ``n_action_steps``, and for analysis
+``cache_intervention`` (:data:`CACHE_INTERVENTIONS`; replaying one fixed final-clean cache for
+the whole chunk is ``rollout_cache="final_clean"``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ from simroll.policies.vla.configuration_simvla import DEFAULT_VOCABULARY
 
 MODES = ("rollout", "rift")
 ROLLOUT_CACHES = ("evolving", "final_clean")
+# analysis only (the paper's cache interventions): what the action expert reads of the future
+# cache. mask_future zeroes the future rows' values; reassign_future gives each future position
+# the values of the mirrored position (the future frames' order and every frame's patches
+# reversed), keys unchanged.
+CACHE_INTERVENTIONS = ("none", "mask_future", "reassign_future")
 
 
 @PreTrainedConfig.register_subclass("wam")
@@ -82,6 +89,7 @@ class WAMConfig(PreTrainedConfig):
     num_video_steps: int = 10  # rollout mode: joint future/action flow steps
     num_flow_steps: int = 10  # action flow steps reading a fixed cache (RIFT, final_clean)
     rollout_cache: str = "evolving"
+    cache_intervention: str = "none"
     time_sampling_beta_alpha: float = 1.5
     time_sampling_beta_beta: float = 1.0
     time_sampling_scale: float = 0.999
@@ -140,6 +148,11 @@ class WAMConfig(PreTrainedConfig):
         if self.rollout_cache not in ROLLOUT_CACHES:
             raise ValueError(
                 f"rollout_cache must be one of {ROLLOUT_CACHES}, got {self.rollout_cache!r}"
+            )
+        if self.cache_intervention not in CACHE_INTERVENTIONS:
+            raise ValueError(
+                f"cache_intervention must be one of {CACHE_INTERVENTIONS}, got "
+                f"{self.cache_intervention!r}"
             )
         if self.n_action_steps > self.chunk_size:
             raise ValueError(

@@ -43,6 +43,24 @@ Cache = list[tuple[Tensor, Tensor]]
 CacheEdit = Callable[[Cache, int], Cache]  # (cache, number of conditioning+current rows) -> cache
 
 
+def intervention(name: str) -> CacheEdit | None:
+    """The cache edit of ``config.cache_intervention`` (None for ``"none"``): ``mask_future``
+    zeroes the values of every future row; ``reassign_future`` gives future row ``i`` the values
+    of row ``n - 1 - i`` (frames and patches reversed), keys unchanged."""
+    if name == "none":
+        return None
+
+    def mask_future(cache: Cache, rows: int) -> Cache:
+        return [
+            (k, torch.cat([v[:, :, :rows], torch.zeros_like(v[:, :, rows:])], 2)) for k, v in cache
+        ]
+
+    def reassign_future(cache: Cache, rows: int) -> Cache:
+        return [(k, torch.cat([v[:, :, :rows], v[:, :, rows:].flip(2)], 2)) for k, v in cache]
+
+    return {"mask_future": mask_future, "reassign_future": reassign_future}[name]
+
+
 class ExpertLayer(nn.Module):
     """One expert's half of a joint-attention layer: pre-norm, query/key/value projection to the
     shared attention width, output projection and feed-forward."""
@@ -395,7 +413,7 @@ class WAMPolicy(PreTrainedPolicy):
         config.validate_features()
         self.config = config
         self.model = WAMModel(config)
-        self.cache_edit: CacheEdit | None = None  # set by an analysis; None reads the cache as is
+        self.cache_edit: CacheEdit | None = None  # set by an analysis; else cache_intervention
         self.reset()
 
     def get_optim_params(self):
@@ -409,9 +427,8 @@ class WAMPolicy(PreTrainedPolicy):
         self, batch: dict[str, Any], noise: Tensor | None = None, **kwargs: Any
     ) -> Tensor:
         self.eval()
-        return self.model.sample(
-            batch, noise=noise, cache_edit=self.cache_edit, keep=kwargs.get("keep")
-        )
+        edit = self.cache_edit or intervention(self.config.cache_intervention)
+        return self.model.sample(batch, noise=noise, cache_edit=edit, keep=kwargs.get("keep"))
 
     @torch.no_grad()
     def select_action(self, batch: dict[str, Any], noise: Tensor | None = None, **kwargs: Any):
