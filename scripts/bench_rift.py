@@ -1,0 +1,290 @@
+"""RIFT against rollout: latency, success, latency as control delay, and cache interventions.
+
+Two checkpoints of simroll's world-action model (LeRobot type ``wam``), one trained in rollout mode
+and one in RIFT mode, are compared in one run:
+
+1. **Latency.** Both modes plan action chunks from the same observations (env resets and steps
+   of the seeded specs), interleaved chunk by chunk, with torch threads fixed (``--threads``):
+   the median and quartiles of the wall time per chunk over ``--chunks`` chunks, and the
+   backbone (video expert) and action-expert passes per chunk, counted with forward hooks.
+2. **Success.** ``simroll.evaluate`` on the seeded specs (``--tasks`` x every object x
+   ``--episodes``): TSR and DSR with 95% Clopper-Pearson intervals per task, once as fast as the
+   simulator allows and once with ``policy_latency_s="measured"`` (each mode acts under its own
+   measured latency as control delay).
+3. **Cache interventions** (the paper's analysis) on paired seeded SoftLift episodes: the
+   unmodified policy, the future cache's values masked, reassigned across future positions, and
+   (rollout mode) one fixed final-clean cache replayed for the whole chunk. Per variant: success
+   with its interval and the end-effector average displacement error (ADE, metres) against the
+   unmodified episode of the same seed (mean over the steps both ran of the hand's distance).
+
+Writes ``benchmarks/results/rift.json``; run dirs go under ``--runs``. Run:
+``python scripts/bench_rift.py --rollout policies/wam_soft --rift policies/wam_rift_soft``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+OBJECTS = ("sponge", "tofu", "foam_cylinder", "dumpling")
+MODES = ("rollout", "rift")
+INTERVENTIONS = {
+    "rollout": {
+        "unmodified": {},
+        "mask_future": {"cache_intervention": "mask_future"},
+        "reassign_future": {"cache_intervention": "reassign_future"},
+        "fixed_final_clean": {"rollout_cache": "final_clean"},
+    },
+    "rift": {
+        "unmodified": {},
+        "mask_future": {"cache_intervention": "mask_future"},
+        "reassign_future": {"cache_intervention": "reassign_future"},
+    },
+}
+
+
+def policy_config(path: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "_target_": "simroll.policies.lerobot.load_policy",
+        "_partial_": True,
+        "path": path,
+        "overrides": dict(overrides or {}),
+    }
+
+
+def env_config(checkpoint: str):
+    from simroll.policies.lerobot import read_env_record
+    from simroll.rollout.episode import EnvConfig
+
+    recorded = read_env_record(Path(checkpoint)) or {}
+    return EnvConfig(
+        obs_mode=recorded.get("obs_mode", "full"),
+        image_size=int(recorded.get("image_size", 64)),
+        gripper_mode=recorded.get("gripper_mode", "delta"),
+    )
+
+
+def measure_latency(args: argparse.Namespace, specs) -> dict[str, Any]:
+    """Median wall time per action chunk of each mode, interleaved on the same observations."""
+    import torch
+
+    from simroll.policies.lerobot import load_policy
+
+    torch.set_num_threads(args.threads)
+    timings: dict[str, list[float]] = {mode: [] for mode in MODES}
+    passes = {mode: {"backbone": 0, "action": 0} for mode in MODES}
+    chunks = 0
+    spec_index = 0
+    while chunks < args.chunks:
+        spec = specs[spec_index % len(specs)]
+        spec_index += 1
+        env = env_config(args.rollout).make(spec)
+        try:
+            policies = {
+                mode: load_policy(env, path, threads=args.threads)
+                for mode, path in (("rollout", args.rollout), ("rift", args.rift))
+            }
+            for mode, policy in policies.items():
+                model = policy.policy.model
+                for part, module in (("backbone", model.video), ("action", model.action)):
+                    module.register_forward_hook(
+                        lambda *_, m=mode, p=part: passes[m].__setitem__(p, passes[m][p] + 1)
+                    )
+            obs, _ = env.reset(seed=spec.seed, options={"variation": spec.variation})
+            for _ in range(args.chunks_per_episode):
+                for mode, policy in policies.items():
+                    start = time.perf_counter()
+                    chunk = policy.predict_action_chunk(obs)
+                    timings[mode].append(time.perf_counter() - start)
+                chunks += 1
+                for action in chunk[: policy.policy.config.n_action_steps]:  # RIFT's plan
+                    obs, _, terminated, truncated, _ = env.step(action)
+                    if terminated or truncated:
+                        break
+                if terminated or truncated or chunks >= args.chunks:
+                    break
+        finally:
+            env.close()
+    result: dict[str, Any] = {"chunks": chunks, "threads": args.threads}
+    for mode in MODES:
+        values = np.array(timings[mode])
+        result[mode] = {
+            "median_s": float(np.median(values)),
+            "p25_s": float(np.percentile(values, 25)),
+            "p75_s": float(np.percentile(values, 75)),
+            "backbone_passes_per_chunk": passes[mode]["backbone"] / len(values),
+            "action_passes_per_chunk": passes[mode]["action"] / len(values),
+        }
+    rollout, rift = result["rollout"]["median_s"], result["rift"]["median_s"]
+    result["rift_latency_reduction"] = 1.0 - rift / rollout
+    return result
+
+
+def rates(records) -> dict[str, Any]:
+    from simroll.scoring.stats import binomial_rate
+
+    return {
+        "episodes": len(records),
+        "errors": sum(r.error is not None for r in records),
+        "tsr": binomial_rate(sum(r.success for r in records), len(records)).to_dict(),
+        "dsr": binomial_rate(sum(r.dsr_success for r in records), len(records)).to_dict(),
+    }
+
+
+def evaluate_mode(args: argparse.Namespace, mode: str, path: str, latency: str | None):
+    import simroll
+    from simroll.report.runs import load_eval_run
+
+    name = f"{mode}_latency" if latency else mode
+    out = args.runs / name
+    env = env_config(path)
+    simroll.evaluate(
+        policy_config(path),
+        tasks=args.tasks,
+        objects=args.objects,
+        episodes=args.episodes,
+        seed=args.seed,
+        suite="soft",
+        obs_mode=env.obs_mode,
+        image_size=env.image_size,
+        gripper_mode=env.gripper_mode,
+        policy_latency_s=latency,
+        backend=args.backend,
+        workers=args.workers,
+        output_dir=out,
+        progress=False,
+        policy_name=name,
+    )
+    run = load_eval_run(out)
+    by_task = {task: rates([r for r in run.records if r.spec.task == task]) for task in args.tasks}
+    delays = sorted({r.control_delay_steps for r in run.records})
+    return {"run": str(out), "tasks": by_task, "all": rates(run.records), "delay_steps": delays}
+
+
+class HandPath:
+    """Episode observer: the hand's position after every step."""
+
+    def __init__(self) -> None:
+        self.points: list[np.ndarray] = []
+
+    def on_reset(self, env, obs, info, policy) -> None:
+        self.points = [env.unwrapped.hand_pose()[:3]]
+
+    def on_step(self, env, obs, info, action) -> None:
+        self.points.append(env.unwrapped.hand_pose()[:3])
+
+    def on_end(self, record) -> None:
+        pass
+
+
+def run_interventions(args: argparse.Namespace, mode: str, path: str) -> dict[str, Any]:
+    """Paired SoftLift episodes of every intervention of ``mode``; ADE against unmodified."""
+    from hydra.utils import instantiate
+
+    from simroll.rollout.episode import run_episode
+    from simroll.rollout.runner import make_specs
+
+    specs = make_specs(
+        "soft",
+        ["SoftLift"],
+        args.objects,
+        ["default"],
+        args.intervention_episodes,
+        base_seed=args.seed,
+    )
+    env = env_config(path)
+    paths: dict[str, list[np.ndarray]] = {}
+    records: dict[str, list[Any]] = {}
+    for variant, overrides in INTERVENTIONS[mode].items():
+        factory = instantiate(policy_config(path, overrides))
+        paths[variant], records[variant] = [], []
+        for spec in specs:
+            observer = HandPath()
+            record = run_episode(spec, factory, env_config=env, observers=[observer])
+            paths[variant].append(np.array(observer.points))
+            records[variant].append(record)
+    result = {}
+    for variant in INTERVENTIONS[mode]:
+        errors = []
+        for reference, path_points in zip(paths["unmodified"], paths[variant], strict=True):
+            steps = min(len(reference), len(path_points))
+            errors.append(
+                float(np.linalg.norm(reference[:steps] - path_points[:steps], axis=1).mean())
+            )
+        result[variant] = {**rates(records[variant]), "ade_m": statistics.fmean(errors)}
+    return result
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rollout", required=True, help="checkpoint trained in rollout mode")
+    parser.add_argument("--rift", required=True, help="checkpoint trained in RIFT mode")
+    parser.add_argument("--tasks", nargs="+", default=["SoftLift", "SoftPlace"])
+    parser.add_argument("--objects", nargs="+", default=list(OBJECTS), choices=OBJECTS)
+    parser.add_argument("--episodes", type=int, default=13, help="per (task, object)")
+    parser.add_argument("--intervention-episodes", type=int, default=13, help="per object")
+    parser.add_argument("--chunks", type=int, default=200)
+    parser.add_argument("--chunks-per-episode", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--backend", default="local")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--skip", nargs="*", default=[], choices=["latency", "eval", "interventions"]
+    )
+    parser.add_argument("--runs", type=Path, default=ROOT / "runs" / "rift")
+    parser.add_argument("--out", type=Path, default=RESULTS / "rift.json")
+    args = parser.parse_args(argv)
+    for name in ("rollout", "rift"):
+        path = Path(getattr(args, name))
+        if not (path / "model.safetensors").is_file():
+            parser.error(f"--{name} {path}: not a checkpoint directory (no model.safetensors)")
+    from simroll.io import write_json_atomic
+    from simroll.rollout.runner import make_specs
+
+    started = time.time()
+    payload: dict[str, Any] = {
+        "command": "python scripts/bench_rift.py " + " ".join(argv or sys.argv[1:]),
+        "checkpoints": {"rollout": args.rollout, "rift": args.rift},
+        "tasks": args.tasks,
+        "objects": args.objects,
+        "seed": args.seed,
+    }
+    specs = make_specs("soft", args.tasks, args.objects, ["default"], 1, base_seed=args.seed)
+    if "latency" not in args.skip:
+        payload["latency"] = measure_latency(args, specs)
+        print("latency", {m: payload["latency"][m] for m in MODES}, flush=True)
+    if "eval" not in args.skip:
+        payload["success"] = {}
+        for mode, path in (("rollout", args.rollout), ("rift", args.rift)):
+            for latency in (None, "measured"):
+                row = evaluate_mode(args, mode, path, latency)
+                payload["success"][f"{mode}_latency" if latency else mode] = row
+                print(
+                    mode, latency, row["all"]["tsr"]["rate"], row["all"]["dsr"]["rate"], flush=True
+                )
+    if "interventions" not in args.skip:
+        payload["interventions"] = {
+            mode: run_interventions(args, mode, path)
+            for mode, path in (("rollout", args.rollout), ("rift", args.rift))
+        }
+    payload["wall_s"] = round(time.time() - started, 1)
+    write_json_atomic(args.out, payload)
+    print(f"wrote {args.out}")
+    return payload
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)
