@@ -178,3 +178,10 @@ def test_interventions_change_only_the_future_values(name):
     policy.cache_edit = None
     policy.config.cache_intervention = name  # the config knob load_policy overrides set
     assert torch.equal(policy.predict_action_chunk(batch, noise=noise), edited)
+
+
+def test_lerobot_resolves_the_wam_through_the_plugin():
+    lerobot_policy_simvla = pytest.importorskip("lerobot_policy_simvla")
+    from lerobot.policies.factory import get_policy_class
+
+    assert get_policy_class("wam") is lerobot_policy_simvla.WAMPolicy
