@@ -22,6 +22,7 @@ CONFIGS = {
     "certify": "certify",
     "certify_diffusion": "certify",
     "certify_vla": "certify",
+    "certify_wam": "certify",
     "train": "train",
     "roundtrip": "roundtrip",
 }
