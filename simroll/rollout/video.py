@@ -6,11 +6,13 @@ camera with its own renderer (``mujoco.Renderer``, created at the episode's rese
 fork, and closed at its end; the env itself needs no ``render_mode``) while the scored episode
 runs, in whatever worker runs it. Each frame shows the scene camera, both fingers' pressure maps
 in the corner, and a text line with the step, the current and peak normalized deformation against
-the object's tolerance, and the success flag. When the episode ends without error its frames are
-written as a browser-playable mp4 (H.264, yuv420p) through PyAV, named by the spec key
-(:func:`video_name`), written to a temporary file and renamed, with the episode record's receipt
-and spec key in the container metadata (``simroll_receipt``, ``simroll_spec``; read back by
-:func:`video_receipt`), so a video can be matched to the record it shows.
+the object's tolerance, and the success flag: one frame per control step, also inside a macro
+step (a clutter primitive's wrapper calls its ``low_level_observers``). When the episode ends
+without error its frames are written as a browser-playable mp4 (H.264, yuv420p) through PyAV,
+named by the spec key (:func:`video_name`), written to a temporary file and renamed, with the
+episode record's receipt and spec key in the container metadata (``simroll_receipt``,
+``simroll_spec``; read back by :func:`video_receipt`), so a video can be matched to the record it
+shows.
 """
 
 from __future__ import annotations
@@ -114,6 +116,8 @@ class VideoObserver(EpisodeObserver):
         self.path, self.size, self.fps = path, size, fps
         self.frames: list[np.ndarray] = []
         self._rig: CameraRig | None = None
+        self._low_level: list | None = None  # a macro-step env's low-level observer hooks
+        self._hook = None
 
     def _film(self, env: gym.Env, obs: dict, info: dict) -> None:
         scene = self._rig.render(env.unwrapped.data)["scene"]
@@ -123,11 +127,23 @@ class VideoObserver(EpisodeObserver):
         # The env's model is fixed from its reset on (a variation may have reloaded it).
         self._rig = CameraRig(env.unwrapped.model, ("scene",), *self.size)
         self._film(env, obs, info)
+        # an env whose step is a macro action (clutter primitives) shows its low-level steps
+        try:
+            self._low_level = env.get_wrapper_attr("low_level_observers")
+        except AttributeError:
+            self._low_level = None
+        if self._low_level is not None:
+            self._hook = lambda low_obs, low_info: self._film(env, low_obs, low_info)
+            self._low_level.append(self._hook)
 
     def on_step(self, env: gym.Env, obs: dict, info: dict, action: np.ndarray) -> None:
-        self._film(env, obs, info)
+        if self._low_level is None:
+            self._film(env, obs, info)
 
     def on_end(self, record: EpisodeRecord) -> None:
+        if self._low_level is not None and self._hook in self._low_level:
+            self._low_level.remove(self._hook)
+        self._low_level = self._hook = None
         frames, self.frames = self.frames, []
         if self._rig is not None:
             self._rig.close()

@@ -30,6 +30,7 @@ and descends there to push height.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -173,6 +174,9 @@ class PrimitiveActions(gym.Wrapper):
         self.action_space = spaces.Discrete(len(NAMES))
         self.max_primitives, self.max_travel = max_primitives, max_travel
         self.settle_steps = settle_steps
+        # callables (obs, info) -> None called after every low-level control step of a primitive
+        # (a video films the motion, not only the primitives' end states)
+        self.low_level_observers: list[Callable[[dict, dict], None]] = []
 
     # ----------------------------------------------------------------- low-level control
     def _drive(self, goal: np.ndarray, grip: float, max_steps: int, tol: float = 0.002):
@@ -198,6 +202,8 @@ class PrimitiveActions(gym.Wrapper):
             self._travel += float(np.linalg.norm(raw.hand_pose()[:2] - before))
         self._low_level += 1
         self._last = result
+        for observe in self.low_level_observers:
+            observe(result[0], result[4])
         return result
 
     def _hold(self, grip: float, steps: int):
