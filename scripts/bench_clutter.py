@@ -10,7 +10,8 @@ the first frame, TRACE's execution noise), so the plan meets a world that differ
 
 Per method and tier the JSON holds the success rate with its 95% Clopper-Pearson interval, and
 the means of execution time (simulated seconds), primitives, withdrawals and push travel, over
-all episodes and over successful ones. Writes ``benchmarks/results/clutter.json``.
+all episodes and over successful ones; for every pair of methods, the scenes each alone solved and
+the exact McNemar p-value on the paired scenes. Writes ``benchmarks/results/clutter.json``.
 
 Run: ``python scripts/bench_clutter.py [--scenes 100] [--tiers easy medium hard]
 [--student trace_dagger=policies/trace_clutter]`` (scenes per tier, split evenly over the four
@@ -97,11 +98,42 @@ def run_method(args: argparse.Namespace, name: str, policy: str) -> dict[str, An
     return {"run": str(out), "tiers": by_tier, "all": summarize(records)}
 
 
+def paired(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every pair of methods on the scenes both ran (matched by spec key): their success rates,
+    the discordant scenes each won, and the exact McNemar p-value."""
+    from simroll.report.compare import paired_outcome
+    from simroll.report.runs import load_eval_run
+
+    outcomes = {
+        name: {r.spec.key: r.success for r in load_eval_run(Path(row["run"])).records}
+        for name, row in results.items()
+    }
+    rows = []
+    names = list(results)
+    for index, a in enumerate(names):
+        for b in names[index + 1 :]:
+            keys = sorted(set(outcomes[a]) & set(outcomes[b]))
+            outcome = paired_outcome([(outcomes[a][k], outcomes[b][k]) for k in keys])
+            rows.append(
+                {
+                    "a": a,
+                    "b": b,
+                    "scenes": outcome.pairs,
+                    "rate_a": outcome.rate_a,
+                    "rate_b": outcome.rate_b,
+                    "a_only": outcome.a_only,
+                    "b_only": outcome.b_only,
+                    "mcnemar_p": outcome.p_value,
+                }
+            )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenes", type=int, default=100, help="per tier (over 4 targets)")
     parser.add_argument("--tiers", nargs="+", default=list(TIERS), choices=TIERS)
-    parser.add_argument("--methods", nargs="+", default=list(BASELINES), choices=list(BASELINES))
+    parser.add_argument("--methods", nargs="*", default=list(BASELINES), choices=list(BASELINES))
     parser.add_argument(
         "--student",
         action="append",
@@ -125,6 +157,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if not sep or not (Path(path) / "model.safetensors").is_file():
             parser.error(f"--student {item!r}: expected NAME=<checkpoint directory>")
         methods[name] = path
+    if not methods:
+        parser.error("nothing to run: give --methods and/or --student")
     from simroll.io import write_json_atomic
 
     started = time.time()
@@ -147,6 +181,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "seed": args.seed,
         "wall_s": round(time.time() - started, 1),
         "methods": results,
+        "paired": paired(results),
     }
     write_json_atomic(args.out, payload)
     print(f"wrote {args.out}")

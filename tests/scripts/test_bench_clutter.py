@@ -26,3 +26,8 @@ def test_replay_rows_agree_with_the_records(tmp_path):
     assert row["execution_time_s"] > 0 and row["travel_m"] >= 0
     assert sum(row["termination_reasons"].values()) == 4
     assert set(row["termination_reasons"]) <= {"success", "grasp_failed"}
+    # a method against itself: every scene paired, none discordant
+    run = {"run": str(tmp_path / "runs" / "nominal_replay")}
+    (pair,) = script.paired({"a": run, "b": run})
+    assert pair["scenes"] == 4 and pair["a_only"] == pair["b_only"] == 0
+    assert pair["mcnemar_p"] == 1.0 and pair["rate_a"] == pair["rate_b"] == row["success"]["rate"]
