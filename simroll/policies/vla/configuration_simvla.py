@@ -16,11 +16,10 @@ import logging
 from dataclasses import dataclass, field
 
 from lerobot.configs import FeatureType, NormalizationMode, PolicyFeature, PreTrainedConfig
-from lerobot.optim import AdamWConfig
-from lerobot.optim.schedulers import CosineDecayWithWarmupSchedulerConfig
 from lerobot.utils.constants import OBS_STATE
 
 from simroll.features import FINGERS, STATE_NAMES, TACTILE_KEY, TAXEL_GRID
+from simroll.policies.presets import AdamWCosinePresets
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +40,7 @@ DEFAULT_VOCABULARY = (
 
 @PreTrainedConfig.register_subclass("simvla")
 @dataclass
-class SimVLAConfig(PreTrainedConfig):
+class SimVLAConfig(AdamWCosinePresets, PreTrainedConfig):
     """SimVLA: patch tokens of each camera, tactile tokens, a proprioception token and the
     tokenized instruction form the context of a small transformer; a flow-matching action expert
     (pi0-style) denoises an action chunk of ``chunk_size`` steps while attending to it.
@@ -183,23 +182,6 @@ class SimVLAConfig(PreTrainedConfig):
             raise ValueError("vocabulary has repeated words")
 
     # ------------------------------------------------------------------ LeRobot protocol
-    def get_optimizer_preset(self) -> AdamWConfig:
-        return AdamWConfig(
-            lr=self.optimizer_lr,
-            betas=self.optimizer_betas,
-            eps=self.optimizer_eps,
-            weight_decay=self.optimizer_weight_decay,
-            grad_clip_norm=self.optimizer_grad_clip_norm,
-        )
-
-    def get_scheduler_preset(self) -> CosineDecayWithWarmupSchedulerConfig:
-        return CosineDecayWithWarmupSchedulerConfig(
-            peak_lr=self.optimizer_lr,
-            decay_lr=self.scheduler_decay_lr,
-            num_warmup_steps=self.scheduler_warmup_steps,
-            num_decay_steps=self.scheduler_decay_steps,
-        )
-
     def reads(self, key: str, feature: PolicyFeature) -> bool:
         """Whether the model reads input feature ``key``: camera images, ``observation.state``
         and ``tactile_feature``."""

@@ -343,6 +343,16 @@ def quantize_int8(module: nn.Module) -> nn.Module:
         )
 
 
+def unpadded_mean(errors: Tensor, batch: dict[str, Any]) -> Tensor:
+    """Mean of per-element action errors (B, chunk, action_dim) over the chunk steps that are
+    not padding (``action_is_pad``: steps past an episode's end)."""
+    pad = batch.get(f"{ACTION}_is_pad")
+    if pad is None:
+        return errors.mean()
+    valid = (~pad).unsqueeze(-1).to(errors.dtype)
+    return (errors * valid).sum() / (valid.sum() * errors.shape[-1]).clamp_min(1.0)
+
+
 class SimVLAPolicy(PreTrainedPolicy):
     """SimVLA with LeRobot's verbs: ``reset``, ``select_action`` (one action at a time from a
     queue of ``n_action_steps``), ``predict_action_chunk`` and ``forward`` (training loss)."""
@@ -416,11 +426,5 @@ class SimVLAPolicy(PreTrainedPolicy):
         """Training loss: the mean squared flow-velocity error over unpadded chunk steps."""
         if self.quantized:
             raise QuantizedPolicyError("an int8-quantized SimVLA is for inference only")
-        errors = self.model.loss(batch, noise=noise, time=time)
-        pad = batch.get(f"{ACTION}_is_pad")
-        if pad is not None:
-            valid = (~pad).unsqueeze(-1).to(errors.dtype)
-            loss = (errors * valid).sum() / (valid.sum() * errors.shape[-1]).clamp_min(1.0)
-        else:
-            loss = errors.mean()
+        loss = unpadded_mean(self.model.loss(batch, noise=noise, time=time), batch)
         return loss, {"flow_loss": float(loss.detach())}

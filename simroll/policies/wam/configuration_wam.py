@@ -27,11 +27,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lerobot.configs import FeatureType, NormalizationMode, PolicyFeature, PreTrainedConfig
-from lerobot.optim import AdamWConfig
-from lerobot.optim.schedulers import CosineDecayWithWarmupSchedulerConfig
 from lerobot.utils.constants import OBS_STATE
 
 from simroll.features import FINGERS, TACTILE_KEY, TAXEL_GRID, image_key
+from simroll.policies.presets import AdamWCosinePresets
 from simroll.policies.vla.configuration_simvla import DEFAULT_VOCABULARY
 
 MODES = ("rollout", "rift")
@@ -45,7 +44,7 @@ CACHE_INTERVENTIONS = ("none", "mask_future", "reassign_future")
 
 @PreTrainedConfig.register_subclass("wam")
 @dataclass
-class WAMConfig(PreTrainedConfig):
+class WAMConfig(AdamWCosinePresets, PreTrainedConfig):
     """Two transformer experts with one masked joint attention per layer (a Mixture of
     Transformers): the video expert over conditioning tokens (instruction, proprioception, touch),
     the current frame's patch latents and the future rows; the action expert over the noisy
@@ -195,23 +194,6 @@ class WAMConfig(PreTrainedConfig):
     def future_rows(self) -> int:
         """Rows of the future in the video stream: one per patch of every future frame."""
         return len(self.future_offsets) * self.tokens_per_frame
-
-    def get_optimizer_preset(self) -> AdamWConfig:
-        return AdamWConfig(
-            lr=self.optimizer_lr,
-            betas=self.optimizer_betas,
-            eps=self.optimizer_eps,
-            weight_decay=self.optimizer_weight_decay,
-            grad_clip_norm=self.optimizer_grad_clip_norm,
-        )
-
-    def get_scheduler_preset(self) -> CosineDecayWithWarmupSchedulerConfig:
-        return CosineDecayWithWarmupSchedulerConfig(
-            peak_lr=self.optimizer_lr,
-            decay_lr=self.scheduler_decay_lr,
-            num_warmup_steps=self.scheduler_warmup_steps,
-            num_decay_steps=self.scheduler_decay_steps,
-        )
 
     def reads(self, key: str, feature: PolicyFeature) -> bool:
         """Whether the model reads input feature ``key``: ``camera``, ``observation.state`` and

@@ -35,7 +35,13 @@ from lerobot.policies.pretrained import PreTrainedPolicy
 from lerobot.utils.constants import ACTION, OBS_STATE
 from torch import Tensor, nn
 
-from simroll.policies.vla.modeling_simvla import PAD_ID, TASK_KEY, FeedForward, WordTokenizer
+from simroll.policies.vla.modeling_simvla import (
+    PAD_ID,
+    TASK_KEY,
+    FeedForward,
+    WordTokenizer,
+    unpadded_mean,
+)
 from simroll.policies.wam.configuration_wam import WAMConfig
 
 # per layer, the video stream's (keys, values), each (B, heads, rows, head_dim)
@@ -445,13 +451,7 @@ class WAMPolicy(PreTrainedPolicy):
         """Training loss: the action flow loss over unpadded chunk steps plus the auxiliary
         losses at their annealed weight."""
         losses = self.model.losses(batch)
-        errors = losses["action_errors"]
-        pad = batch.get(f"{ACTION}_is_pad")
-        if pad is not None:
-            valid = (~pad).unsqueeze(-1).to(errors.dtype)
-            action_loss = (errors * valid).sum() / (valid.sum() * errors.shape[-1]).clamp_min(1.0)
-        else:
-            action_loss = errors.mean()
+        action_loss = unpadded_mean(losses["action_errors"], batch)
         weight = self.model.aux_weight()
         loss = action_loss + weight * self.config.video_loss_weight * losses["video_loss"]
         info = {
