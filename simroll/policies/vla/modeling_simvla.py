@@ -353,7 +353,32 @@ def unpadded_mean(errors: Tensor, batch: dict[str, Any]) -> Tensor:
     return (errors * valid).sum() / (valid.sum() * errors.shape[-1]).clamp_min(1.0)
 
 
-class SimVLAPolicy(PreTrainedPolicy):
+class ActionChunkQueue:
+    """LeRobot's acting verbs for a policy that predicts action chunks (SimVLA, the WAM):
+    ``select_action`` returns one action at a time from a queue of ``config.n_action_steps``,
+    refilled by ``predict_action_chunk`` when empty; ``reset`` drops the queue."""
+
+    def get_optim_params(self):
+        return self.parameters()
+
+    def reset(self) -> None:
+        """Call whenever the environment is reset: drops the queued actions."""
+        self._action_queue: deque[Tensor] = deque([], maxlen=self.config.n_action_steps)
+
+    @torch.no_grad()
+    def select_action(self, batch: dict[str, Any], noise: Tensor | None = None, **kwargs: Any):
+        """The next action (B, action_dim); a new chunk is predicted when the queue is empty."""
+        if self.training:  # Module.eval() walks every submodule: ~0.3 ms, so not on every step
+            self.eval()
+        if self._action_queue.maxlen != self.config.n_action_steps:
+            self.reset()  # n_action_steps was changed after construction
+        if not self._action_queue:
+            chunk = self.predict_action_chunk(batch, noise=noise)[:, : self.config.n_action_steps]
+            self._action_queue.extend(chunk.transpose(0, 1))
+        return self._action_queue.popleft()
+
+
+class SimVLAPolicy(ActionChunkQueue, PreTrainedPolicy):
     """SimVLA with LeRobot's verbs: ``reset``, ``select_action`` (one action at a time from a
     queue of ``n_action_steps``), ``predict_action_chunk`` and ``forward`` (training loss)."""
 
@@ -393,13 +418,6 @@ class SimVLAPolicy(PreTrainedPolicy):
             )
         super()._save_pretrained(save_directory, state_dict=state_dict)
 
-    def get_optim_params(self):
-        return self.parameters()
-
-    def reset(self) -> None:
-        """Call whenever the environment is reset: drops the queued actions."""
-        self._action_queue: deque[Tensor] = deque([], maxlen=self.config.n_action_steps)
-
     @torch.no_grad()
     def predict_action_chunk(
         self, batch: dict[str, Any], noise: Tensor | None = None, **kwargs: Any
@@ -407,18 +425,6 @@ class SimVLAPolicy(PreTrainedPolicy):
         """A normalized action chunk (B, chunk_size, action_dim); ``noise`` fixes the flow start."""
         self.eval()
         return self.model.sample(batch, noise=noise)
-
-    @torch.no_grad()
-    def select_action(self, batch: dict[str, Any], noise: Tensor | None = None, **kwargs: Any):
-        """The next action (B, action_dim); a new chunk is predicted when the queue is empty."""
-        if self.training:  # Module.eval() walks every submodule: ~0.3 ms, so not on every step
-            self.eval()
-        if self._action_queue.maxlen != self.config.n_action_steps:
-            self.reset()  # n_action_steps was changed after construction
-        if not self._action_queue:
-            chunk = self.predict_action_chunk(batch, noise=noise)[:, : self.config.n_action_steps]
-            self._action_queue.extend(chunk.transpose(0, 1))
-        return self._action_queue.popleft()
 
     def forward(
         self, batch: dict[str, Any], noise: Tensor | None = None, time: Tensor | None = None

@@ -23,7 +23,6 @@ reassigning future positions, replaying a fixed cache).
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +37,7 @@ from torch import Tensor, nn
 from simroll.policies.vla.modeling_simvla import (
     PAD_ID,
     TASK_KEY,
+    ActionChunkQueue,
     FeedForward,
     WordTokenizer,
     unpadded_mean,
@@ -406,7 +406,7 @@ class WAMModel(nn.Module):
         return x_a
 
 
-class WAMPolicy(PreTrainedPolicy):
+class WAMPolicy(ActionChunkQueue, PreTrainedPolicy):
     """The world-action model with LeRobot's verbs: ``reset``, ``select_action`` (from a queue of
     ``n_action_steps``), ``predict_action_chunk`` and ``forward`` (the training loss)."""
 
@@ -422,12 +422,6 @@ class WAMPolicy(PreTrainedPolicy):
         self.cache_edit: CacheEdit | None = None  # set by an analysis; else cache_intervention
         self.reset()
 
-    def get_optim_params(self):
-        return self.parameters()
-
-    def reset(self) -> None:
-        self._action_queue: deque[Tensor] = deque([], maxlen=self.config.n_action_steps)
-
     @torch.no_grad()
     def predict_action_chunk(
         self, batch: dict[str, Any], noise: Tensor | None = None, **kwargs: Any
@@ -435,17 +429,6 @@ class WAMPolicy(PreTrainedPolicy):
         self.eval()
         edit = self.cache_edit or intervention(self.config.cache_intervention)
         return self.model.sample(batch, noise=noise, cache_edit=edit, keep=kwargs.get("keep"))
-
-    @torch.no_grad()
-    def select_action(self, batch: dict[str, Any], noise: Tensor | None = None, **kwargs: Any):
-        if self.training:
-            self.eval()
-        if self._action_queue.maxlen != self.config.n_action_steps:
-            self.reset()
-        if not self._action_queue:
-            chunk = self.predict_action_chunk(batch, noise=noise)[:, : self.config.n_action_steps]
-            self._action_queue.extend(chunk.transpose(0, 1))
-        return self._action_queue.popleft()
 
     def forward(self, batch: dict[str, Any], **kwargs: Any):
         """Training loss: the action flow loss over unpadded chunk steps plus the auxiliary
