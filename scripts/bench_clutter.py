@@ -67,7 +67,8 @@ def summarize(records: list[Any]) -> dict[str, Any]:
     }
 
 
-def run_method(args: argparse.Namespace, name: str, policy: str) -> dict[str, Any]:
+def run_method(args: argparse.Namespace, name: str, policy: str) -> tuple[dict[str, Any], list]:
+    """The method's JSON row and its episode records (for the paired comparison)."""
     import simroll
     from simroll.report.runs import load_eval_run
 
@@ -95,21 +96,17 @@ def run_method(args: argparse.Namespace, name: str, policy: str) -> dict[str, An
     by_tier = {
         tier: summarize([r for r in records if r.spec.task == task_of(tier)]) for tier in args.tiers
     }
-    return {"run": str(out), "tiers": by_tier, "all": summarize(records)}
+    return {"run": str(out), "tiers": by_tier, "all": summarize(records)}, records
 
 
-def paired(results: dict[str, Any]) -> list[dict[str, Any]]:
+def paired(records: dict[str, list[Any]]) -> list[dict[str, Any]]:
     """Every pair of methods on the scenes both ran (matched by spec key): their success rates,
     the discordant scenes each won, and the exact McNemar p-value."""
     from simroll.report.compare import paired_outcome
-    from simroll.report.runs import load_eval_run
 
-    outcomes = {
-        name: {r.spec.key: r.success for r in load_eval_run(Path(row["run"])).records}
-        for name, row in results.items()
-    }
+    outcomes = {name: {r.spec.key: r.success for r in rows} for name, rows in records.items()}
     rows = []
-    names = list(results)
+    names = list(records)
     for index, a in enumerate(names):
         for b in names[index + 1 :]:
             keys = sorted(set(outcomes[a]) & set(outcomes[b]))
@@ -162,10 +159,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from simroll.io import write_json_atomic
 
     started = time.time()
-    results = {}
+    results, records = {}, {}
     for name, policy in methods.items():
         print(f"{name}: {args.scenes} scenes per tier {args.tiers} ...", flush=True)
-        results[name] = run_method(args, name, policy)
+        results[name], records[name] = run_method(args, name, policy)
         for tier, row in results[name]["tiers"].items():
             rate = row["success"]
             print(
@@ -181,7 +178,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "seed": args.seed,
         "wall_s": round(time.time() - started, 1),
         "methods": results,
-        "paired": paired(results),
+        "paired": paired(records),
     }
     write_json_atomic(args.out, payload)
     print(f"wrote {args.out}")

@@ -27,7 +27,6 @@ def test_replay_rows_agree_with_the_records(tmp_path):
     assert sum(row["termination_reasons"].values()) == 4
     assert set(row["termination_reasons"]) <= {"success", "grasp_failed"}
     # a method against itself: every scene paired, none discordant
-    run = {"run": str(tmp_path / "runs" / "nominal_replay")}
-    (pair,) = script.paired({"a": run, "b": run})
+    (pair,) = script.paired({"a": records, "b": records})
     assert pair["scenes"] == 4 and pair["a_only"] == pair["b_only"] == 0
     assert pair["mcnemar_p"] == 1.0 and pair["rate_a"] == pair["rate_b"] == row["success"]["rate"]
