@@ -188,11 +188,27 @@ class HandPath:
         pass
 
 
-def run_interventions(args: argparse.Namespace, mode: str, path: str) -> dict[str, Any]:
-    """Paired SoftLift episodes of every intervention of ``mode``; ADE against unmodified."""
+def intervention_episode(path: str, overrides: dict[str, Any], spec) -> tuple[np.ndarray, Any]:
+    """One episode of ``path`` with ``overrides`` on ``spec``: the hand's path and the record."""
     from hydra.utils import instantiate
 
     from simroll.rollout.episode import run_episode
+
+    observer = HandPath()
+    factory = instantiate(policy_config(path, overrides))
+    record = run_episode(spec, factory, env_config=env_config(path), observers=[observer])
+    return np.array(observer.points), record
+
+
+def run_interventions(args: argparse.Namespace, mode: str, path: str) -> dict[str, Any]:
+    """Paired SoftLift episodes of every intervention of ``mode``; ADE against unmodified.
+
+    Episodes run in ``--workers`` processes; each is seeded by its spec, so the pairing does not
+    depend on which process ran it.
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     from simroll.rollout.runner import make_specs
 
     specs = make_specs(
@@ -203,26 +219,24 @@ def run_interventions(args: argparse.Namespace, mode: str, path: str) -> dict[st
         args.intervention_episodes,
         base_seed=args.seed,
     )
-    env = env_config(path)
-    paths: dict[str, list[np.ndarray]] = {}
-    records: dict[str, list[Any]] = {}
-    for variant, overrides in INTERVENTIONS[mode].items():
-        factory = instantiate(policy_config(path, overrides))
-        paths[variant], records[variant] = [], []
-        for spec in specs:
-            observer = HandPath()
-            record = run_episode(spec, factory, env_config=env, observers=[observer])
-            paths[variant].append(np.array(observer.points))
-            records[variant].append(record)
+    variants = INTERVENTIONS[mode]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max(1, args.workers), mp_context=context) as pool:
+        futures = {
+            variant: [pool.submit(intervention_episode, path, overrides, s) for s in specs]
+            for variant, overrides in variants.items()
+        }
+        outcomes = {variant: [f.result() for f in fs] for variant, fs in futures.items()}
     result = {}
-    for variant in INTERVENTIONS[mode]:
+    for variant in variants:
         errors = []
-        for reference, path_points in zip(paths["unmodified"], paths[variant], strict=True):
-            steps = min(len(reference), len(path_points))
-            errors.append(
-                float(np.linalg.norm(reference[:steps] - path_points[:steps], axis=1).mean())
-            )
-        result[variant] = {**rates(records[variant]), "ade_m": statistics.fmean(errors)}
+        for (reference, _), (points, _) in zip(
+            outcomes["unmodified"], outcomes[variant], strict=True
+        ):
+            steps = min(len(reference), len(points))
+            errors.append(float(np.linalg.norm(reference[:steps] - points[:steps], axis=1).mean()))
+        records = [record for _, record in outcomes[variant]]
+        result[variant] = {**rates(records), "ade_m": statistics.fmean(errors)}
     return result
 
 
