@@ -26,6 +26,7 @@ import time
 import weakref
 from collections import deque
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import mujoco
@@ -46,9 +47,10 @@ class TactileReading:
     net_force: np.ndarray  # (2, 3) float64, world frame, newtons (evaluator use)
     contacts: int
 
-    @property
+    @cached_property
     def normal_force(self) -> np.ndarray:
-        """Total normal force per finger (N)."""
+        """Total normal force per finger (N); computed once per reading (it is read every step
+        by the evaluator and the observation)."""
         return self.force.reshape(2, -1).sum(axis=1)
 
 

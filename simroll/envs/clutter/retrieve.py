@@ -369,10 +369,11 @@ class ClutterRetrieveEnv(SoftTaskEnv):
             obs["depth"] = depth
             obs["segmentation"] = segmentation
             obs["objects"] = self._detect(segmentation)
-        else:
-            obs.pop("environment_state", None)
-            obs["environment_state"] = self.block_poses().astype(np.float32)
         return obs
+
+    def _environment_state(self, agent: np.ndarray) -> np.ndarray:
+        """Every block's true ``x, y, z, yaw`` (target first), shape (11, 4)."""
+        return self.block_poses().astype(np.float32)
 
     def _probe_render(self) -> tuple[np.ndarray, np.ndarray]:
         if self._probe is None:
