@@ -18,6 +18,7 @@ from simroll.rollout.episode import (
     EnvConfig,
     EpisodeObserver,
     latency_to_delay_steps,
+    planning_latency,
     run_episode,
 )
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec, derive_seed
@@ -252,6 +253,17 @@ def test_ray_dead_worker_becomes_an_error_record_and_its_retry_succeeds(tmp_path
 )
 def test_latency_becomes_whole_control_steps_of_delay(latency, steps):
     assert latency_to_delay_steps(latency) == steps
+
+
+def test_planning_latency_is_a_chunk_plan_not_a_queue_pop():
+    chunked = [0.020 if i % 5 == 0 else 0.00005 for i in range(40)]  # plans 1 call in 5
+    assert planning_latency(chunked) == pytest.approx(0.020)
+    chunked[13] = 0.4  # one stall (garbage collection, a page fault) does not hide the plans
+    assert planning_latency(chunked) == pytest.approx(0.020)
+    every_call = [0.010, 0.011, 0.012, 0.009, 0.010]  # plans every call: about its median
+    assert 0.010 <= planning_latency(every_call) <= 0.012
+    with pytest.raises(ValueError, match="no select_action"):
+        planning_latency([])
 
 
 def test_bad_latency_is_rejected():
