@@ -28,7 +28,7 @@ from simroll.policies.checkpoint import (
 from simroll.policies.lerobot import load_policy
 
 POLICIES = Path(__file__).resolve().parents[2] / "policies"
-SHIPPED = ("act_soft_lift", "diffusion_soft_lift", "vla_soft")
+SHIPPED = ("act_soft_lift", "diffusion_soft_lift", "vla_soft", "wam_soft", "wam_rift_soft")
 PREPROCESSOR = "policy_preprocessor.json"
 
 
@@ -58,7 +58,7 @@ def popen_step(marker: Path) -> dict:
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_checkpoints_pass_and_record_their_env(name):
     contents = validate_checkpoint(POLICIES / name)
-    assert contents.config["type"] in ("act", "diffusion", "simvla")
+    assert contents.config["type"] in ("act", "diffusion", "simvla", "wam")
     assert set(contents.env_record) == {"gripper_mode", "obs_mode", "image_size", "tactile_image"}
 
 

@@ -185,3 +185,34 @@ def test_lerobot_resolves_the_wam_through_the_plugin():
     from lerobot.policies.factory import get_policy_class
 
     assert get_policy_class("wam") is lerobot_policy_simvla.WAMPolicy
+
+
+@pytest.mark.parametrize(
+    ("name", "mode", "passes"), [("wam_soft", "rollout", 10), ("wam_rift_soft", "rift", 1)]
+)
+def test_shipped_checkpoints_plan_in_their_mode(name, mode, passes):
+    """The shipped checkpoints act on a real SoftLift observation: the rollout one with its
+    10 backbone passes per chunk, the RIFT one with exactly one."""
+    from pathlib import Path
+
+    from simroll.policies.lerobot import load_policy
+    from simroll.rollout.episode import EnvConfig
+    from simroll.rollout.records import EpisodeSpec
+
+    path = Path(__file__).resolve().parents[2] / "policies" / name
+    env = EnvConfig(obs_mode="full", image_size=64, gripper_mode="delta").make(
+        EpisodeSpec("SoftLift", "sponge", "default", 0, 0)
+    )
+    try:
+        policy = load_policy(env, path)
+        assert policy.policy.config.mode == mode
+        count = [0]
+        policy.policy.model.video.register_forward_hook(
+            lambda *_: count.__setitem__(0, count[0] + 1)
+        )
+        obs, _ = env.reset(seed=0)
+        chunk = policy.predict_action_chunk(obs)
+    finally:
+        env.close()
+    assert count[0] == passes
+    assert chunk.shape[-1] == 5 and torch.isfinite(torch.as_tensor(chunk)).all()
