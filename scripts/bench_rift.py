@@ -16,6 +16,9 @@ and one in RIFT mode, are compared in one run:
    (rollout mode) one fixed final-clean cache replayed for the whole chunk. Per variant: success
    with its interval and the end-effector average displacement error (ADE, metres) against the
    unmodified episode of the same seed (mean over the steps both ran of the hand's distance).
+4. **Paired tests.** Exact McNemar tests of TSR and DSR per task on the shared seeds: the two
+   modes, each against itself under its own latency, and both under latency (``--add-paired``
+   adds them to an existing ``--out`` from its runs, re-running nothing).
 
 Writes ``benchmarks/results/rift.json``; run dirs go under ``--runs``. Run:
 ``python scripts/bench_rift.py --rollout policies/wam_soft --rift policies/wam_rift_soft``.
@@ -24,6 +27,7 @@ Writes ``benchmarks/results/rift.json``; run dirs go under ``--runs``. Run:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -172,6 +176,77 @@ def evaluate_mode(args: argparse.Namespace, mode: str, path: str, latency: str |
     return {"run": str(out), "tasks": by_task, "all": rates(run.records), "delay_steps": delays}
 
 
+PAIRS = (
+    ("rollout", "rift"),
+    ("rollout", "rollout_latency"),
+    ("rift", "rift_latency"),
+    ("rollout_latency", "rift_latency"),
+)
+
+
+def paired_comparisons(success: dict[str, Any], tasks: list[str]) -> list[dict[str, Any]]:
+    """Exact McNemar tests of TSR and DSR per task between the evaluation runs of ``success``
+    (same seeded specs in every run): the two modes, each mode against itself under its own
+    latency, and the two modes under latency."""
+    from simroll.report.compare import paired_outcome
+    from simroll.report.runs import load_eval_run
+
+    records = {name: load_eval_run(Path(row["run"])).records for name, row in success.items()}
+    rows = []
+    for a, b in PAIRS:
+        if a not in records or b not in records:
+            continue
+        first = {(r.spec.task, r.spec.object, r.spec.index): r for r in records[a]}
+        second = {(r.spec.task, r.spec.object, r.spec.index): r for r in records[b]}
+        for task in tasks:
+            keys = [k for k in first if k in second and k[0] == task]
+            for metric, field in (("tsr", "success"), ("dsr", "dsr_success")):
+                outcome = paired_outcome(
+                    [(getattr(first[k], field), getattr(second[k], field)) for k in keys]
+                )
+                rows.append(
+                    {
+                        "a": a,
+                        "b": b,
+                        "task": task,
+                        "metric": metric,
+                        "pairs": outcome.pairs,
+                        "rate_a": outcome.rate_a,
+                        "rate_b": outcome.rate_b,
+                        "a_only": outcome.a_only,
+                        "b_only": outcome.b_only,
+                        "p_value": outcome.p_value,
+                    }
+                )
+    return rows
+
+
+def add_paired(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[str, Any]:
+    """``--add-paired``: the paired section added to an existing ``--out`` of the same settings,
+    from the evaluation runs it names (nothing is re-run)."""
+    from simroll.io import write_json_atomic
+
+    if not args.out.is_file():
+        parser.error(f"--add-paired: {args.out} does not exist")
+    payload = json.loads(args.out.read_text())
+    expected = {
+        "checkpoints": {"rollout": args.rollout, "rift": args.rift},
+        "tasks": args.tasks,
+        "objects": args.objects,
+        "seed": args.seed,
+    }
+    differing = [key for key, value in expected.items() if payload.get(key) != value]
+    if differing or "success" not in payload:
+        parser.error(
+            f"--add-paired: {args.out} was made with other settings ({differing}) or has no "
+            "success section"
+        )
+    payload["paired"] = paired_comparisons(payload["success"], args.tasks)
+    write_json_atomic(args.out, payload)
+    print(f"wrote {args.out}")
+    return payload
+
+
 class HandPath:
     """Episode observer: the hand's position after every step."""
 
@@ -257,6 +332,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--skip", nargs="*", default=[], choices=["latency", "eval", "interventions"]
     )
+    parser.add_argument(
+        "--add-paired",
+        action="store_true",
+        help="only add the paired McNemar section to an existing --out made with these settings",
+    )
     parser.add_argument("--runs", type=Path, default=ROOT / "runs" / "rift")
     parser.add_argument("--out", type=Path, default=RESULTS / "rift.json")
     args = parser.parse_args(argv)
@@ -264,6 +344,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         path = Path(getattr(args, name))
         if not (path / "model.safetensors").is_file():
             parser.error(f"--{name} {path}: not a checkpoint directory (no model.safetensors)")
+    if args.add_paired:
+        return add_paired(args, parser)
     from simroll.io import write_json_atomic
     from simroll.rollout.runner import make_specs
 
@@ -288,6 +370,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 print(
                     mode, latency, row["all"]["tsr"]["rate"], row["all"]["dsr"]["rate"], flush=True
                 )
+        payload["paired"] = paired_comparisons(payload["success"], args.tasks)
     if "interventions" not in args.skip:
         payload["interventions"] = {
             mode: run_interventions(args, mode, path)

@@ -37,6 +37,29 @@ def checkpoints(tmp_path_factory):
     return paths
 
 
+def ARGS_OF(checkpoints, tmp_path) -> list[str]:  # noqa: N802 - reads as a constant
+    return [
+        "--rollout",
+        str(checkpoints["rollout"]),
+        "--rift",
+        str(checkpoints["rift"]),
+        "--tasks",
+        "SoftLift",
+        "--objects",
+        "tofu",
+        "--runs",
+        str(tmp_path / "runs"),
+    ]
+
+
+def test_add_paired_refuses_results_of_other_settings(checkpoints, tmp_path, capsys):
+    out = tmp_path / "rift.json"
+    out.write_text(json.dumps({"checkpoints": {"rollout": "x", "rift": "y"}, "success": {}}))
+    with pytest.raises(SystemExit):
+        script.main([*ARGS_OF(checkpoints, tmp_path), "--out", str(out), "--add-paired"])
+    assert "made with other settings" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_bench_rift_end_to_end(checkpoints, tmp_path):
     out = tmp_path / "rift.json"
@@ -73,6 +96,11 @@ def test_bench_rift_end_to_end(checkpoints, tmp_path):
     success = payload["success"]
     assert set(success) == {"rollout", "rollout_latency", "rift", "rift_latency"}
     assert success["rift"]["delay_steps"] == [0] and success["rift_latency"]["delay_steps"][0] >= 1
+    assert {(row["a"], row["b"]) for row in payload["paired"]} == set(script.PAIRS)
+    same = [row for row in payload["paired"] if row["a"] == "rollout" and row["b"] == "rift"]
+    assert {row["metric"] for row in same} == {"tsr", "dsr"} and same[0]["pairs"] == 1
+    added = script.main([*ARGS_OF(checkpoints, tmp_path), "--out", str(out), "--add-paired"])
+    assert added["paired"] == payload["paired"]
     interventions = payload["interventions"]
     assert set(interventions["rollout"]) == {
         "unmodified",
