@@ -65,14 +65,7 @@ def test_bench_rift_end_to_end(checkpoints, tmp_path):
     out = tmp_path / "rift.json"
     payload = script.main(
         [
-            "--rollout",
-            str(checkpoints["rollout"]),
-            "--rift",
-            str(checkpoints["rift"]),
-            "--tasks",
-            "SoftLift",
-            "--objects",
-            "tofu",
+            *ARGS_OF(checkpoints, tmp_path),
             "--episodes",
             "1",
             "--intervention-episodes",
@@ -81,8 +74,6 @@ def test_bench_rift_end_to_end(checkpoints, tmp_path):
             "4",
             "--chunks-per-episode",
             "2",
-            "--runs",
-            str(tmp_path / "runs"),
             "--out",
             str(out),
         ]
