@@ -186,24 +186,26 @@ PAIRS = (
 
 def paired_comparisons(success: dict[str, Any], tasks: list[str]) -> list[dict[str, Any]]:
     """Exact McNemar tests of TSR and DSR per task between the evaluation runs of ``success``
-    (same seeded specs in every run): the two modes, each mode against itself under its own
-    latency, and the two modes under latency."""
-    from simroll.report.compare import paired_outcome
+    (same seeded specs in every run, paired by spec key as ``simroll report A B`` pairs them):
+    the two modes, each mode against itself under its own latency, and the two modes under
+    latency."""
+    from simroll.report.compare import compare_runs
     from simroll.report.runs import load_eval_run
+    from simroll.scoring.dsr import ALL
 
-    records = {name: load_eval_run(Path(row["run"])).records for name, row in success.items()}
+    runs = {name: load_eval_run(Path(row["run"])) for name, row in success.items()}
     rows = []
     for a, b in PAIRS:
-        if a not in records or b not in records:
+        if a not in runs or b not in runs:
             continue
-        first = {(r.spec.task, r.spec.object, r.spec.index): r for r in records[a]}
-        second = {(r.spec.task, r.spec.object, r.spec.index): r for r in records[b]}
+        groups = {
+            group.task: group
+            for group in compare_runs(runs[a], runs[b]).groups
+            if group.object == ALL
+        }
         for task in tasks:
-            keys = [k for k in first if k in second and k[0] == task]
-            for metric, field in (("tsr", "success"), ("dsr", "dsr_success")):
-                outcome = paired_outcome(
-                    [(getattr(first[k], field), getattr(second[k], field)) for k in keys]
-                )
+            for metric in ("tsr", "dsr"):
+                outcome = getattr(groups[task], metric)
                 rows.append(
                     {
                         "a": a,
