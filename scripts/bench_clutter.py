@@ -13,9 +13,14 @@ the means of execution time (simulated seconds), primitives, withdrawals and pus
 all episodes and over successful ones; for every pair of methods, the scenes each alone solved and
 the exact McNemar p-value on the paired scenes. Writes ``benchmarks/results/clutter.json``.
 
+Per method and tier it also holds DSR (success with the target's peak deformation within its
+calibrated tolerance) and the mean peak deformation: with ``--targets sponge`` (the soft-target
+variant, a flexcomp target) pushes and grasps that crush the target count against DSR; a rigid
+target never deforms, so there DSR equals success.
+
 Run: ``python scripts/bench_clutter.py [--scenes 100] [--tiers easy medium hard]
-[--student trace_dagger=policies/trace_clutter]`` (scenes per tier, split evenly over the four
-target shapes; the teacher costs 10-40 s of CPU per scene, replay 2-8 s).
+[--targets ...] [--student trace_dagger=policies/trace_clutter]`` (scenes per tier, split evenly
+over the targets; the teacher costs 10-40 s of CPU per scene, replay 2-8 s).
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ def summarize(records: list[Any]) -> dict[str, Any]:
         return statistics.fmean(values) if values else None
 
     wins = [r for r in records if r.success]
+    gentle = [r for r in records if r.dsr_success]
     reasons: dict[str, int] = {}
     for r in records:
         reasons[r.termination_reason] = reasons.get(r.termination_reason, 0) + 1
@@ -56,6 +62,10 @@ def summarize(records: list[Any]) -> dict[str, Any]:
         "episodes": len(records),
         "errors": sum(r.error is not None for r in records),
         "success": binomial_rate(len(wins), len(records)).to_dict(),
+        # success with the target's peak deformation within its tolerance (a rigid target never
+        # deforms: equal to success)
+        "dsr": binomial_rate(len(gentle), len(records)).to_dict(),
+        "peak_deformation": statistics.fmean(r.peak_deformation for r in records),
         "execution_time_s": mean("execution_time", records),
         "execution_time_s_successes": mean("execution_time", wins),
         "primitives": mean("primitives", records),
@@ -76,9 +86,9 @@ def run_method(args: argparse.Namespace, name: str, policy: str) -> tuple[dict[s
     result = simroll.evaluate(
         policy,
         tasks=[task_of(t) for t in args.tiers],
-        objects=list(TARGETS),
+        objects=list(args.targets),
         variations=[args.variation],
-        episodes=args.scenes // len(TARGETS),
+        episodes=args.scenes // len(args.targets),
         seed=args.seed,
         suite="clutter",
         obs_mode="full",
@@ -138,6 +148,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         metavar="NAME=CHECKPOINT",
         help="a student checkpoint to compare (repeatable)",
     )
+    parser.add_argument(
+        "--targets",
+        nargs="+",
+        default=list(TARGETS),
+        help="target objects: rigid shapes, or soft objects (the soft-target variant)",
+    )
     parser.add_argument("--variation", default="pose_noise")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--backend", default="local")
@@ -146,8 +162,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", type=Path, default=RESULTS / "clutter.json")
     parser.add_argument("--progress", action="store_true")
     args = parser.parse_args(argv)
-    if args.scenes < len(TARGETS) or args.scenes % len(TARGETS):
-        parser.error(f"--scenes must be a positive multiple of {len(TARGETS)}, got {args.scenes}")
+    if args.scenes < len(args.targets) or args.scenes % len(args.targets):
+        parser.error(
+            f"--scenes must be a positive multiple of {len(args.targets)} (the targets), "
+            f"got {args.scenes}"
+        )
     methods = {name: BASELINES[name] for name in args.methods}
     for item in args.student:
         name, sep, path = item.partition("=")
@@ -167,13 +186,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             rate = row["success"]
             print(
                 f"  {tier:<6} success {rate['rate']:.2f} [{rate['low']:.2f}, {rate['high']:.2f}]"
+                f"  DSR {row['dsr']['rate']:.2f}"
                 f"  time {row['execution_time_s']:.1f} s  withdrawals {row['withdrawals']:.1f}"
                 f"  travel {row['travel_m']:.2f} m  primitives {row['primitives']:.1f}"
             )
     payload = {
         "command": "python scripts/bench_clutter.py " + " ".join(argv or sys.argv[1:]),
         "scenes_per_tier": args.scenes,
-        "targets": list(TARGETS),
+        "targets": list(args.targets),
         "variation": args.variation,
         "seed": args.seed,
         "wall_s": round(time.time() - started, 1),

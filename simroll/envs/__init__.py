@@ -45,11 +45,12 @@ def register_envs() -> None:
 
 
 def task_objects(task: str) -> list[str]:
-    """The ``object`` names a task takes: soft-suite assets, or a clutter task's target shapes."""
+    """The ``object`` names a task takes: soft-suite assets, or a clutter task's target shapes
+    and soft targets."""
     if task in clutter.TASKS:
-        from simroll.envs.clutter.layout import TARGET_SHAPES
+        from simroll.envs.clutter.layout import SOFT_TARGETS, TARGET_SHAPES
 
-        return list(TARGET_SHAPES)
+        return list(TARGET_SHAPES + SOFT_TARGETS)
     if task in soft.TASKS:
         from simroll.assets import list_objects
 

@@ -93,8 +93,8 @@ def test_bad_target_and_tier_are_refused(make_env):
         generate_layout(np.random.default_rng(0), "l_shape")
     with pytest.raises(ValueError, match="'impossible'"):
         make_env("ClutterRetrieve", tier="impossible")
-    with pytest.raises(ValueError, match="'sponge'"):
-        make_env("ClutterRetrieve", object="sponge")
+    with pytest.raises(ValueError, match="'dumpling'"):  # a soft object, but no box or cylinder
+        make_env("ClutterRetrieve", object="dumpling")
 
 
 # ------------------------------------------------------------------------- the env

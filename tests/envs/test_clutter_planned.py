@@ -122,9 +122,11 @@ def test_a_video_films_every_control_step_of_the_primitives(tmp_path):
     assert frames > 10 * record.steps  # one per control step: a primitive takes tens of them
 
 
-def test_the_same_seed_gives_the_same_episode_on_every_backend(tmp_path):
+@pytest.mark.parametrize("target", ["cuboid", "sponge"])
+def test_the_same_seed_gives_the_same_episode_on_every_backend(tmp_path, target):
     """Scene, twin, plan, pose noise and detections all come from the spec's seed: the local
-    and the vector backend record the same episode (equal receipts)."""
+    and the vector backend record the same episode (equal receipts), with a rigid target and
+    with a soft one."""
     import simroll
 
     receipts = {}
@@ -132,7 +134,7 @@ def test_the_same_seed_gives_the_same_episode_on_every_backend(tmp_path):
         result = simroll.evaluate(
             "clutter_replay",
             tasks=["ClutterRetrieveMedium"],
-            objects=["cuboid"],
+            objects=[target],
             variations=["pose_noise"],
             episodes=1,
             seed=SEED,

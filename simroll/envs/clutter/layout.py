@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cache
 
 import numpy as np
 
@@ -106,6 +107,41 @@ SHAPES: dict[str, Shape] = {
     ),
 }
 TARGET_SHAPES = ("cuboid", "cube", "cylinder", "hexagonal_prism")
+# soft-suite objects that may be the target of the soft-target variant (a flexcomp target; its
+# footprint is its rigid twin's): those whose twin is one upright box or cylinder
+SOFT_TARGETS = ("sponge", "tofu")
+
+
+@cache
+def _twin_shape(name: str) -> Shape:
+    """The footprint of soft object ``name``: its rigid twin's single upright box or cylinder
+    (read from the asset, so footprint and MuJoCo body cannot disagree)."""
+    from simroll.assets import get_object
+
+    geoms = list(get_object(name).body_element(rigid_twin=True).iter("geom"))
+    kind = geoms[0].get("type") if len(geoms) == 1 else None
+    if kind not in ("box", "cylinder") or any(
+        geoms[0].get(key) for key in ("pos", "euler", "quat", "axisangle", "xyaxes", "zaxis")
+    ):
+        raise ValueError(
+            f"soft target {name!r} needs a rigid twin of one upright, centred box or cylinder"
+        )
+    size = [float(v) for v in geoms[0].get("size", "").split()]
+    if kind == "box":
+        return Shape(name, "box", (_box(size[0], size[1]),), size[2])
+    return Shape(name, "cylinder", (_cylinder(size[0]),), size[1], radius=size[0])
+
+
+def block_shape(name: str) -> Shape:
+    """A block shape by name: clutter shapes and soft targets' footprints."""
+    if name in SHAPES:
+        return SHAPES[name]
+    if name in SOFT_TARGETS:
+        return _twin_shape(name)
+    raise ValueError(
+        f"unknown block shape {name!r}; expected one of {sorted(SHAPES)} or a soft target "
+        f"of {SOFT_TARGETS}"
+    )
 
 
 def footprint(shape: Shape, pose: np.ndarray) -> list[np.ndarray]:
@@ -301,14 +337,16 @@ def generate_layout(
     rng: np.random.Generator, target_shape: str = "cuboid", tier: str = "medium"
 ) -> Layout:
     """A valid layout for ``tier`` drawn from ``rng`` (see the module doc)."""
-    if target_shape not in TARGET_SHAPES:
-        raise ValueError(f"target shape must be one of {TARGET_SHAPES}, got {target_shape!r}")
+    if target_shape not in TARGET_SHAPES + SOFT_TARGETS:
+        raise ValueError(
+            f"target shape must be one of {TARGET_SHAPES + SOFT_TARGETS}, got {target_shape!r}"
+        )
     if tier not in TIERS:
         raise ValueError(f"tier must be one of {sorted(TIERS)}, got {tier!r}")
     spec = TIERS[tier]
     clutter_names = sorted(SHAPES)
     for attempt in range(1, MAX_ATTEMPTS + 1):
-        layout = _draw(rng, SHAPES[target_shape], clutter_names, spec)
+        layout = _draw(rng, block_shape(target_shape), clutter_names, spec)
         if layout is None:
             continue
         prints = layout.footprints

@@ -9,8 +9,11 @@
   that unoccluded observation's detections (in ``obs_mode="state"``, the true poses), pick the
   grasp yaw with the most clearance (:func:`simroll.envs.clutter.layout.grasp_clear` on the
   detected footprints), set the jaw to the target's width plus the pads' clearance (a binary jaw
-  stays open), descend, close, lift. On success the env's own success test ends the episode; a
-  failed grasp opens, lifts and returns to the push pose it left.
+  stays open), descend, close, lift. A rigid target is squeezed shut; a soft (flexcomp) target
+  is held gently, as the soft suite's expert holds it: the jaw closes until the pads touch, then
+  its target follows the tactile grip force towards ``GRASP_FORCE`` newtons per finger through
+  the close and the lift (a binary jaw cannot: it closes fully). On success the env's own success
+  test ends the episode; a failed grasp opens, lifts and returns to the push pose it left.
 * ``17`` (``LOOK``): withdraw out of view for one observation and come back (a sensing
   withdrawal, what a closed-loop teacher does when its view is occluded).
 
@@ -56,6 +59,8 @@ LIFT_Z = 0.12
 GRASP_Z = 0.032
 PUSHER_HALF = (0.015, 0.012)  # the closed jaw's footprint, hand frame
 START_CLEARANCE = 0.005
+GRASP_FORCE = 1.0  # N per finger a soft target is held with (the soft expert's gentle closure)
+GENTLE_CLOSE_STEPS = 30  # most control steps the force-regulated close may take
 
 
 def _pushes() -> list[list[tuple[float, float]]]:
@@ -174,6 +179,7 @@ class PrimitiveActions(gym.Wrapper):
         self.action_space = spaces.Discrete(len(NAMES))
         self.max_primitives, self.max_travel = max_primitives, max_travel
         self.settle_steps = settle_steps
+        self._grip_force: float | None = None  # set while a soft target's grip is regulated
         # callables (obs, info) -> None called after every low-level control step of a primitive
         # (a video films the motion, not only the primitives' end states)
         self.low_level_observers: list[Callable[[dict, dict], None]] = []
@@ -196,6 +202,9 @@ class PrimitiveActions(gym.Wrapper):
 
     def _step(self, action: np.ndarray):
         raw = self.env.unwrapped
+        if self._grip_force is not None:
+            action = action.copy()
+            action[4] = self._regulated_grip(self._grip_force)
         before = raw.hand_pose()[:2]
         result = self.env.step(action.astype(np.float32))
         if self._pushing:
@@ -212,6 +221,46 @@ class PrimitiveActions(gym.Wrapper):
         for _ in range(steps):
             result = self._drive(raw.hand_target(), grip, 1)
             if result[2] or result[3]:
+                break
+        return result
+
+    def _finger_forces(self) -> np.ndarray:
+        """Per-finger grip force (N) in the last observation's tactile images."""
+        return np.asarray(self._last[0]["tactile"]["force"]).reshape(2, -1).sum(axis=1)
+
+    def _regulated_grip(self, force: float) -> float:
+        """The gripper command that moves the jaw target one step towards ``force`` newtons per
+        finger: closing by the soft expert's closing step until a pad touches, then by its force
+        gain on the (clipped) force error, within the fingers' travel."""
+        from simroll.experts.soft import CLOSE_STEP, CONTACT_FORCE, FORCE_GAIN
+
+        raw = self.env.unwrapped
+        forces = self._finger_forces()
+        if (forces < CONTACT_FORCE).all():
+            goal = raw.gripper_target + CLOSE_STEP
+        else:
+            goal = raw.gripper_target + FORCE_GAIN * float(np.clip(force - forces.mean(), -1, 1))
+        goal = float(np.clip(goal, 0.0, FINGER_TRAVEL))
+        if raw.gripper_mode == "delta":
+            return float(np.clip((goal - raw.gripper_target) / GRIPPER_STEP, -1.0, 1.0))
+        return 2.0 * goal / FINGER_TRAVEL - 1.0  # continuous: the jaw target itself
+
+    def _close_gently(self):
+        """Close on a soft target under grip-force regulation until the force has settled near
+        ``GRASP_FORCE`` (or ``GENTLE_CLOSE_STEPS``); regulation stays on until the grasp ends."""
+        from simroll.experts.soft import CONTACT_FORCE, FORCE_TOLERANCE
+
+        raw = self.env.unwrapped
+        self._grip_force = GRASP_FORCE
+        result = self._last
+        for _ in range(GENTLE_CLOSE_STEPS):
+            result = self._drive(raw.hand_target(), 0.0, 1)
+            if result[2] or result[3]:
+                break
+            forces = self._finger_forces()
+            if (forces > CONTACT_FORCE).all() and abs(forces.mean() - GRASP_FORCE) <= (
+                FORCE_TOLERANCE
+            ):
                 break
         return result
 
@@ -379,14 +428,20 @@ class PrimitiveActions(gym.Wrapper):
         result = self._drive(self._pose(centre[0], centre[1], GRASP_Z, yaw), grip, 30)
         if result[2] or result[3]:
             return
-        result = self._hold(1.0, 14)  # close (a delta jaw closes 5 mm per step)
-        if result[2] or result[3]:
-            return
-        result = self._drive(self._pose(centre[0], centre[1], LIFT_Z, yaw), 1.0, 30)
-        if result[2] or result[3]:
-            return
-        result = self._hold(1.0, 10)  # the env ends the episode once the lift has held
-        if result[2] or result[3]:
-            return
+        try:
+            if raw.soft_target and raw.gripper_mode != "binary":
+                result = self._close_gently()
+            else:
+                result = self._hold(1.0, 14)  # close (a delta jaw closes 5 mm per step)
+            if result[2] or result[3]:
+                return
+            result = self._drive(self._pose(centre[0], centre[1], LIFT_Z, yaw), 1.0, 30)
+            if result[2] or result[3]:
+                return
+            result = self._hold(1.0, 10)  # the env ends the episode once the lift has held
+            if result[2] or result[3]:
+                return
+        finally:
+            self._grip_force = None
         self._hold(-1.0, 6)  # failed: let go and go back to pushing
         self._return(push_pose, 1.0)

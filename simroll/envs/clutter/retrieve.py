@@ -40,7 +40,15 @@ import mujoco
 import numpy as np
 from gymnasium import spaces
 
-from simroll.envs.clutter.layout import TARGET_SHAPES, TIERS, Layout, generate_layout
+from simroll.assets import get_object
+from simroll.envs.clutter.layout import (
+    SOFT_TARGETS,
+    TARGET_SHAPES,
+    TIERS,
+    Layout,
+    block_shape,
+    generate_layout,
+)
 from simroll.envs.clutter.scene import HAND_HOME, compile_model
 from simroll.envs.core import (
     SETTLE_STEPS,
@@ -91,8 +99,11 @@ class ClutterRetrieveEnv(SoftTaskEnv):
         with_task_description: bool = True,
         cameras: tuple[str, ...] | list[str] | None = None,
     ):
-        if object not in TARGET_SHAPES:
-            raise ValueError(f"object must be a target shape of {TARGET_SHAPES}, got {object!r}")
+        if object not in TARGET_SHAPES + SOFT_TARGETS:
+            raise ValueError(
+                f"object must be a target shape of {TARGET_SHAPES} or a soft target of "
+                f"{SOFT_TARGETS}, got {object!r}"
+            )
         if tier not in TIERS:
             raise ValueError(f"tier must be one of {sorted(TIERS)}, got {tier!r}")
         check_settings(obs_mode, gripper_mode, render_mode, image_size)
@@ -102,7 +113,8 @@ class ClutterRetrieveEnv(SoftTaskEnv):
                 f"detection_noise must be (metres, radians) >= 0, got {detection_noise!r}"
             )
         self.object_name, self.tier = object, tier
-        self.rigid_twin = bool(rigid_twin)  # the target is rigid already
+        # a soft target's rigid twin instead of its flexcomp body (rigid shapes are rigid already)
+        self.rigid_twin = bool(rigid_twin)
         self.obs_mode, self.gripper_mode, self.render_mode = obs_mode, gripper_mode, render_mode
         self.image_size, self.render_size, self.tactile_shape = (
             image_size,
@@ -110,7 +122,11 @@ class ClutterRetrieveEnv(SoftTaskEnv):
             tactile_shape,
         )
         self.detection_noise = noise
-        self.tolerance = RIGID_TOLERANCE
+        self.tolerance = (
+            get_object(object).calibration().tolerance
+            if object in SOFT_TARGETS
+            else RIGID_TOLERANCE
+        )
         self.with_task_description = bool(with_task_description)
         cameras = CAMERAS if cameras is None else tuple(cameras)
         if (
@@ -123,7 +139,8 @@ class ClutterRetrieveEnv(SoftTaskEnv):
         self.default_variation = resolve_variation(variation)
         self.variation = self.default_variation
         self.model = None
-        self._shapes: tuple[str, ...] = ()
+        self.soft_target = False  # whether the loaded model's target is a flexcomp body
+        self._model_key: tuple = ()
         self._cameras = self._render_rig = None
         self._probe: mujoco.Renderer | None = None
 
@@ -155,13 +172,19 @@ class ClutterRetrieveEnv(SoftTaskEnv):
         self.observation_space = spaces.Dict(obs)
 
     # ----------------------------------------------------------------- model
-    def _load_model(self, shapes: tuple[str, ...]) -> None:  # type: ignore[override]
-        if shapes == self._shapes and self.model is not None:
+    def _load_model(  # type: ignore[override]
+        self, shapes: tuple[str, ...], young_scale: float = 1.0
+    ) -> None:
+        """Load the model of blocks ``shapes``; the target is a flexcomp body when it is a soft
+        object and this env is not its rigid twin (then ``young_scale`` scales its stiffness)."""
+        soft = shapes[0] in SOFT_TARGETS and not self.rigid_twin
+        key = (shapes, soft, float(young_scale) if soft else 1.0)
+        if key == self._model_key and self.model is not None:
             return
         self.close()
-        model = self.model = copy.deepcopy(compile_model(shapes))
+        model = self.model = copy.deepcopy(compile_model(*key))
         self.data = mujoco.MjData(model)
-        self._shapes = shapes
+        self._model_key, self.soft_target = key, soft
 
         def jid(name: str) -> int:
             return mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name)
@@ -172,27 +195,49 @@ class ClutterRetrieveEnv(SoftTaskEnv):
                 for i in range(BLOCKS)
             ]
         )
-        self._block_qpos = np.array([model.jnt_qposadr[jid(f"block_{i}")] for i in range(BLOCKS)])
+        # free-joint qpos address per block; -1 for a flexcomp target (its vertices slide)
+        self._block_qpos = np.array(
+            [
+                model.jnt_qposadr[jid(f"block_{i}")] if jid(f"block_{i}") >= 0 else -1
+                for i in range(BLOCKS)
+            ]
+        )
         target_geom = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "block_0_0")
+        if soft:
+            start = model.flex_vertadr[0]
+            self._vert_slice = slice(start, start + model.flex_vertnum[0])
+            vertex_bodies = model.flex_vertbodyid[self._vert_slice].copy()
+            self._rest_vertices = model.body_pos[vertex_bodies].copy()
+            target_qpos = np.concatenate(
+                [model.jnt_qposadr[model.body_jntadr[b]] + np.arange(3) for b in vertex_bodies]
+            )
+            self._object_bodies = vertex_bodies
+            self._mass_bodies = np.concatenate([vertex_bodies, self._block_bodies[1:]])
+        else:
+            target_qpos = self._block_qpos[0] + np.arange(7)
+            self._object_bodies = np.array([self._block_bodies[0]])
+            self._mass_bodies = self._block_bodies
         self.ids = SceneIds(
             **hand_ids(model),
             object_body=int(self._block_bodies[0]),
             object_geom=target_geom,
-            flex=-1,
-            object_qpos=self._block_qpos[0] + np.arange(7),
+            flex=0 if soft else -1,
+            object_qpos=target_qpos,
             target_site=-1,
         )
         # geom id -> block index (-1: table, hand) for the segmentation image
         self._geom_block = np.full(model.ngeom + 1, -1, dtype=np.int32)
         for i, body in enumerate(self._block_bodies):
             self._geom_block[np.flatnonzero(model.geom_bodyid == body)] = i
-        self._object_bodies = np.array([self._block_bodies[0]])
-        self._contact_geoms = np.concatenate([self.ids.pad_geoms, [target_geom]])
-        half = model.geom_aabb[target_geom][3:]
-        corners = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)])
-        self._twin_corners = corners * half + model.geom_aabb[target_geom][:3]
+        if soft:  # flex friction is scaled with the pads' by the variation snapshot
+            self._contact_geoms = self.ids.pad_geoms.copy()
+        else:
+            self._contact_geoms = np.concatenate([self.ids.pad_geoms, [target_geom]])
+            half = model.geom_aabb[target_geom][3:]
+            corners = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)])
+            self._twin_corners = corners * half + model.geom_aabb[target_geom][:3]
         self.tactile = TactileSensor(
-            model, self.ids.pad_geoms, target_geom, -1, *self.tactile_shape
+            model, self.ids.pad_geoms, target_geom, self.ids.flex, *self.tactile_shape
         )
         self._scene_camera = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, "scene")
         self.snapshot = PhysicsSnapshot(model)
@@ -203,12 +248,40 @@ class ClutterRetrieveEnv(SoftTaskEnv):
         return self.instruction.format(object=self.object_name.replace("_", " "))
 
     def block_poses(self) -> np.ndarray:
-        """True ``x, y, z, yaw`` of every block (target first), shape (11, 4)."""
+        """True ``x, y, z, yaw`` of every block (target first), shape (11, 4); a flexcomp
+        target's are its vertices' centroid and their rotation from the authored rest shape."""
         out = np.empty((BLOCKS, 4))
         out[:, :3] = self.data.xpos[self._block_bodies]
         mats = self.data.xmat[self._block_bodies].reshape(BLOCKS, 3, 3)
         out[:, 3] = np.arctan2(mats[:, 1, 0], mats[:, 0, 0])
+        if self.soft_target:
+            out[0, :3] = self.object_center()
+            out[0, 3] = self.object_yaw()
         return out
+
+    def _set_block_pose(
+        self, index: int, x: float, y: float, yaw: float, lift: float = 0.0
+    ) -> None:
+        """Stand block ``index`` at ``x, y`` turned by ``yaw`` on the table, a rigid block
+        ``lift`` metres above it (qpos only; the caller runs ``mj_forward``). A flexcomp target
+        gets its rest shape, so moved."""
+        data = self.data
+        if index == 0 and self.soft_target:
+            c, s = math.cos(yaw), math.sin(yaw)
+            rotation = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+            rest = self._rest_vertices
+            placed = rest @ rotation.T + np.array([x, y, 0.0])
+            data.qpos[self.ids.object_qpos] = (placed - rest).ravel()
+            return
+        q = self._block_qpos[index]
+        half_height = block_shape(self.layout_shapes[index]).half_height
+        z = half_height + lift
+        data.qpos[q : q + 7] = [x, y, z, math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)]
+
+    @property
+    def layout_shapes(self) -> tuple[str, ...]:
+        """Names of the loaded model's block shapes (target first)."""
+        return self._model_key[0]
 
     def goal_position(self) -> np.ndarray:
         return np.zeros(3)  # retrieval has no goal site
@@ -232,22 +305,40 @@ class ClutterRetrieveEnv(SoftTaskEnv):
             "rest_center": self.rest_center.copy(),
             "rest_points": self._rest_points.copy(),
             "peak_deformation": self._peak_deformation,
+            # what a model with the other kind of target needs (a rigid twin of a soft state)
+            "soft_target": self.soft_target,
+            "young_scale": self._model_key[2],
+            "blocks": self.block_poses(),
+            "hand_qpos": self.data.qpos[self.ids.hand_joints].copy(),
+            "finger_qpos": self.data.qpos[self.ids.finger_qpos].copy(),
         }
 
     def set_sim_state(self, state: dict[str, Any]) -> None:
         """Continue from ``state`` (of :meth:`get_sim_state`); observation history (detections,
-        staleness) restarts."""
+        staleness) restarts. A state whose target is of the other kind (a soft target's state in
+        its rigid twin, as the teacher plans) is carried over as poses: the hand's and fingers'
+        joints and every block's pose, at rest; the twin's shape is its rest shape."""
         layout = state["layout"]
-        self._load_model(tuple(shape.name for shape in layout.shapes))
+        self._load_model(tuple(shape.name for shape in layout.shapes), state["young_scale"])
         self.layout = layout
         data = self.data
-        mujoco.mj_setState(self.model, data, state["physics"], INTEGRATION_STATE)
         self.gripper_mode = state["gripper_mode"]
         self._target = state["target"].copy()
         self._gripper_target = state["gripper_target"]
+        if state["soft_target"] == self.soft_target:
+            mujoco.mj_setState(self.model, data, state["physics"], INTEGRATION_STATE)
+            self._rest_points = state["rest_points"].copy()
+        else:
+            mujoco.mj_resetData(self.model, data)
+            data.qpos[self.ids.hand_joints] = state["hand_qpos"]
+            data.qpos[self.ids.finger_qpos] = state["finger_qpos"]
+            for i, pose in enumerate(state["blocks"]):
+                self._set_block_pose(i, pose[0], pose[1], pose[3])
+            self._apply_controls()
+            mujoco.mj_forward(self.model, data)
+            self._rest_points = self.object_points()
         self._hold, self._elapsed_steps = state["hold"], state["elapsed_steps"]
         self.rest_center = state["rest_center"].copy()
-        self._rest_points = state["rest_points"].copy()
         self._rest_shape = RestShape(self._rest_points)
         self._peak_deformation = state["peak_deformation"]
         self._diverged = False
@@ -264,9 +355,18 @@ class ClutterRetrieveEnv(SoftTaskEnv):
             return
         rng, data = self.np_random, self.data
         for i in range(BLOCKS) if blocks is None else blocks:
-            q = self._block_qpos[i]
-            data.qpos[q : q + 2] += rng.uniform(-limit_m, limit_m, size=2)
+            shift = rng.uniform(-limit_m, limit_m, size=2)
             turn = rng.uniform(-limit_rad, limit_rad)
+            if i == 0 and self.soft_target:  # turn the vertices about their centroid, then shift
+                c, s = math.cos(turn), math.sin(turn)
+                rotation = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+                points = self.object_points()
+                centre = points.mean(axis=0)
+                moved = (points - centre) @ rotation.T + centre + np.array([*shift, 0.0])
+                data.qpos[self.ids.object_qpos] += (moved - points).ravel()
+                continue
+            q = self._block_qpos[i]
+            data.qpos[q : q + 2] += shift
             quat = np.array([math.cos(turn / 2), 0.0, 0.0, math.sin(turn / 2)])
             mujoco.mju_mulQuat(data.qpos[q + 3 : q + 7], quat, data.qpos[q + 3 : q + 7].copy())
         data.qvel[:] = 0.0
@@ -275,8 +375,9 @@ class ClutterRetrieveEnv(SoftTaskEnv):
             mujoco.mj_step(self.model, data)
         if blocks is None or 0 in blocks:
             self.rest_center = self.object_center()
-            self._rest_points = self.object_points()
-            self._rest_shape = RestShape(self._rest_points)
+            if not self.soft_target:  # a soft target keeps its rest shape: a squeeze stays one
+                self._rest_points = self.object_points()
+                self._rest_shape = RestShape(self._rest_points)
 
     def _reset_detections(self) -> None:
         self.blackout = False  # set by the plan-conditioned wrapper during a blackout window
@@ -293,9 +394,12 @@ class ClutterRetrieveEnv(SoftTaskEnv):
         if unknown:
             raise ValueError(f"unknown reset options {sorted(unknown)}; expected 'variation'")
         self.variation = resolve_variation(options.get("variation", self.default_variation))
-        if self.variation.young_scale != 1.0:
+        if self.variation.young_scale != 1.0 and (
+            self.object_name not in SOFT_TARGETS or self.rigid_twin
+        ):
             raise ValueError(
-                f"variation {self.variation.name!r} scales stiffness, which rigid clutter lacks"
+                f"variation {self.variation.name!r} scales stiffness, which a rigid target "
+                f"({self.object_name!r}, rigid_twin={self.rigid_twin}) lacks"
             )
         rng = self.np_random
         for _ in range(MAX_SETTLE_DRAWS):
@@ -321,36 +425,29 @@ class ClutterRetrieveEnv(SoftTaskEnv):
 
     def _place(self, layout: Layout) -> bool:
         """Load the layout's model, place blocks and hand, settle; False if a block moved."""
-        self._load_model(tuple(shape.name for shape in layout.shapes))
+        self._load_model(tuple(shape.name for shape in layout.shapes), self.variation.young_scale)
         model, data = self.model, self.data
         self.snapshot.apply(
-            model, self.variation, self._block_bodies, self._contact_geoms, self._scene_camera
+            model, self.variation, self._mass_bodies, self._contact_geoms, self._scene_camera
         )
         mujoco.mj_resetData(model, data)
-        for i, (shape, pose) in enumerate(zip(layout.shapes, layout.poses, strict=True)):
-            yaw = pose[2]
-            data.qpos[self._block_qpos[i] : self._block_qpos[i] + 7] = [
-                pose[0],
-                pose[1],
-                shape.half_height,
-                math.cos(yaw / 2),
-                0.0,
-                0.0,
-                math.sin(yaw / 2),
-            ]
+        for i, pose in enumerate(layout.poses):
+            self._set_block_pose(i, *pose)
         hand = np.array([HAND_HOME[0], HAND_HOME[1], HAND_HOME[2] - self.ids.hand_base_z, 0.0])
         data.qpos[self.ids.hand_joints] = hand
         self._target = hand.copy()
         self._gripper_target = 0.0
         self._apply_controls()
         mujoco.mj_forward(model, data)
-        start = data.xpos[self._block_bodies].copy()
+        start = self.block_poses()[:, :3]
         for _ in range(SETTLE_STEPS):
             mujoco.mj_step(model, data)
-        moved = np.linalg.norm(data.xpos[self._block_bodies] - start, axis=1)
+        moved = np.linalg.norm(self.block_poses()[:, :3] - start, axis=1)
         return bool(moved.max() <= SETTLE_TOLERANCE)
 
     def _step_eval(self) -> dict[str, Any]:
+        if self.soft_target:  # the soft suite's deformation measure, every control step
+            return super()._step_eval()
         # a rigid target cannot deform: no shape fit per step (it would measure rounding)
         self._tactile_reading = self.tactile.read(self.data)
         self._deformation = 0.0
@@ -388,7 +485,10 @@ class ClutterRetrieveEnv(SoftTaskEnv):
         ids = renderer.render()
         renderer.disable_segmentation_rendering()
         geom = np.where(ids[..., 1] == int(mujoco.mjtObj.mjOBJ_GEOM), ids[..., 0], -1)
-        return depth, self._geom_block[geom]
+        segmentation = self._geom_block[geom]
+        if self.soft_target:  # the flexcomp target is drawn as a flex, not as geoms
+            segmentation[ids[..., 1] == int(mujoco.mjtObj.mjOBJ_FLEX)] = 0
+        return depth, segmentation
 
     def _detect(self, segmentation: np.ndarray) -> np.ndarray:
         counts = np.bincount(segmentation[segmentation >= 0].ravel(), minlength=BLOCKS)

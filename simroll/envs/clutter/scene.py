@@ -5,7 +5,9 @@ camera is moved overhead so the whole 0.448 m workspace is in view, and the hand
 outside that view, so the first observation is unoccluded. Each block is a body with a free
 joint named ``block_<i>`` (``block_0`` is the target) and geoms named ``block_<i>_<part>``; a
 prism is a convex mesh of its footprint. The blocks' poses are set through their free joints, so
-one compiled model serves every scene with the same sequence of shapes (cached).
+one compiled model serves every scene with the same sequence of shapes (cached). In the
+soft-target variant block 0 is a soft-suite object instead: its flexcomp body (vertices on slide
+joints, no geom) or its rigid twin (free joint ``block_0``, geom ``block_0_0``).
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from functools import lru_cache
 
 import mujoco
 
-from simroll.assets import AssetError, scene_xml
-from simroll.envs.clutter.layout import SHAPES, Shape
+from simroll.assets import AssetError, get_object, scene_xml
+from simroll.envs.clutter.layout import SHAPES, SOFT_TARGETS, Shape
 
 # overhead scene camera: 0.55 m up, a little towards -y, looking at the workspace centre
 SCENE_CAMERA = {"pos": "0 -0.15 0.55", "xyaxes": "1 0 0 0 0.965 0.263", "fovy": "45"}
@@ -90,11 +92,45 @@ def block_body(index: int, shape: Shape, rgba: str) -> tuple[ET.Element, list[ET
     return body, meshes
 
 
-def build_xml(shape_names: tuple[str, ...]) -> str:
-    """The scene XML for blocks of ``shape_names`` (index 0 is the target)."""
-    unknown = [name for name in shape_names if name not in SHAPES]
+def soft_target_body(name: str, soft: bool, young_scale: float = 1.0):
+    """Block 0 as soft-suite object ``name``: its flexcomp body (``soft``) or its rigid twin,
+    renamed ``block_0`` (twin joint ``block_0``, geom ``block_0_0``) and coloured as the target,
+    with the flex's Young's modulus scaled by ``young_scale``; and the asset elements it needs."""
+    if not young_scale > 0:
+        raise ValueError(f"young_scale must be > 0, got {young_scale}")
+    asset = get_object(name)
+    body = asset.body_element(rigid_twin=not soft)
+    body.set("name", "block_0")
+    for element in body.iter():
+        if element.tag in ("freejoint", "joint") and element.get("name") == "object":
+            element.set("name", "block_0")
+        if element.tag == "geom" and element.get("name") == "object":
+            element.set("name", "block_0_0")
+        if element.tag in ("geom", "flexcomp"):
+            element.set("rgba", TARGET_RGBA)
+        if element.tag == "elasticity":
+            young = float(element.get("young", "0")) * young_scale
+            element.set("young", f"{young:.6g}")
+    return body, asset.asset_elements(rigid_twin=not soft)
+
+
+def build_xml(
+    shape_names: tuple[str, ...], soft_target: bool = False, young_scale: float = 1.0
+) -> str:
+    """The scene XML for blocks of ``shape_names`` (index 0 is the target). A soft-suite object
+    as the target is its flexcomp body when ``soft_target``, else its rigid twin."""
+    unknown = [
+        name
+        for i, name in enumerate(shape_names)
+        if name not in SHAPES and not (i == 0 and name in SOFT_TARGETS)
+    ]
     if unknown:
-        raise ValueError(f"unknown block shapes {unknown}; expected names from {sorted(SHAPES)}")
+        raise ValueError(
+            f"unknown block shapes {unknown}; expected names from {sorted(SHAPES)} (the target "
+            f"may also be a soft object of {SOFT_TARGETS})"
+        )
+    if soft_target and shape_names[0] not in SOFT_TARGETS:
+        raise ValueError(f"a soft target must be one of {SOFT_TARGETS}, got {shape_names[0]!r}")
     root = ET.parse(scene_xml()).getroot()
     root.set("model", "simroll_clutter")
     worldbody = root.find("worldbody")
@@ -114,6 +150,11 @@ def build_xml(shape_names: tuple[str, ...]) -> str:
         if geom.get("name") == "table":
             geom.set("size", "0.6 0.6 0.05")
     for index, name in enumerate(shape_names):
+        if index == 0 and name in SOFT_TARGETS:
+            body, meshes = soft_target_body(name, soft_target, young_scale)
+            worldbody.append(body)
+            assets.extend(meshes)
+            continue
         rgba = TARGET_RGBA if index == 0 else CLUTTER_RGBA[(index - 1) % len(CLUTTER_RGBA)]
         body, meshes = block_body(index, SHAPES[name], rgba)
         worldbody.append(body)
@@ -122,6 +163,8 @@ def build_xml(shape_names: tuple[str, ...]) -> str:
 
 
 @lru_cache(maxsize=16)
-def compile_model(shape_names: tuple[str, ...]) -> mujoco.MjModel:
+def compile_model(
+    shape_names: tuple[str, ...], soft_target: bool = False, young_scale: float = 1.0
+) -> mujoco.MjModel:
     """Compiled model for blocks of ``shape_names`` (shared: copy before changing fields)."""
-    return mujoco.MjModel.from_xml_string(build_xml(tuple(shape_names)))
+    return mujoco.MjModel.from_xml_string(build_xml(tuple(shape_names), soft_target, young_scale))

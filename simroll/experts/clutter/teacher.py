@@ -72,7 +72,11 @@ class ClutterTeacher:
         if not (isinstance(max_pushes, int) and max_pushes >= 1):
             raise ValueError(f"max_pushes must be an int >= 1, got {max_pushes!r}")
         self.beam, self.max_pushes = beam, max_pushes
-        self._sim = PrimitiveActions(ClutterRetrieveEnv(tier=tier, obs_mode="state"))
+        # plans in rigid twins: a soft target's state is carried over as poses (fast, and what
+        # a planner that cannot simulate the flex would know)
+        self._sim = PrimitiveActions(
+            ClutterRetrieveEnv(tier=tier, obs_mode="state", rigid_twin=True)
+        )
         self._last_action: int | None = None
 
     def close(self) -> None:

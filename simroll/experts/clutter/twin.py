@@ -36,6 +36,18 @@ SYMMETRY = {  # yaw period of each footprint (radians)
 }
 
 
+def _period(shape: Shape) -> float:
+    """Yaw period of a footprint: from ``SYMMETRY``, else (a soft target's box or cylinder
+    footprint) a quarter turn for a square box, half a turn for another box, any for a cylinder."""
+    if shape.name in SYMMETRY:
+        return SYMMETRY[shape.name]
+    if shape.kind == "cylinder":
+        return 2 * math.pi
+    (part,) = shape.parts
+    extent = part.max(axis=0) - part.min(axis=0)
+    return math.pi / 2 if math.isclose(extent[0], extent[1]) else math.pi
+
+
 @dataclass
 class Estimate:
     poses: np.ndarray  # (n, 3): x, y, yaw
@@ -88,7 +100,7 @@ def fit_pose(shape: Shape, points: np.ndarray) -> np.ndarray:
     """``x, y, yaw`` of ``shape`` whose footprint best covers the top-face ``points`` (m)."""
     interior = _interior(shape)
     area_centre = interior.mean(axis=0)
-    period = SYMMETRY[shape.name]
+    period = _period(shape)
     centroid = points.mean(axis=0)
     if shape.kind == "cylinder":
         return np.array([*centroid, 0.0])
@@ -139,24 +151,15 @@ def build_twin(
     settled (blocks never found stay where the real layout had them: their shapes are known, a
     twin cannot leave them out)."""
     if twin is None:
-        twin = ClutterRetrieveEnv(tier=env.tier, obs_mode="state", gripper_mode=env.gripper_mode)
+        twin = ClutterRetrieveEnv(
+            tier=env.tier, obs_mode="state", gripper_mode=env.gripper_mode, rigid_twin=True
+        )
     state = env.get_sim_state()
     twin.set_sim_state(state)
     data = twin.data
-    for i, (shape, pose) in enumerate(zip(env.layout.shapes, estimate.poses, strict=True)):
-        if not estimate.found[i]:
-            continue
-        q = twin._block_qpos[i]
-        yaw = pose[2]
-        data.qpos[q : q + 7] = [
-            pose[0],
-            pose[1],
-            shape.half_height + 1e-4,
-            math.cos(yaw / 2),
-            0.0,
-            0.0,
-            math.sin(yaw / 2),
-        ]
+    for i, pose in enumerate(estimate.poses):
+        if estimate.found[i]:
+            twin._set_block_pose(i, *pose, lift=1e-4)  # just clear of the table
     data.qvel[:] = 0.0
     mujoco.mj_forward(twin.model, data)
     for _ in range(SETTLE_STEPS):
