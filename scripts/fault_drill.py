@@ -13,6 +13,10 @@ differ (the receipt covers the outcome only, so a retried episode still matches)
 in error, and how many attempts the worker kills charged. A last re-run checks that resuming a
 complete run appends nothing.
 
+``--family clutter`` drills the plan-conditioned clutter family instead: nominal replay on
+ClutterRetrieveMedium over its four target shapes (twin, plan and primitives run inside the
+workers), writing ``benchmarks/results/faults_clutter.json``.
+
 Run: ``python scripts/fault_drill.py`` (about 4 minutes on 2 cores); ``--episodes 5 --out
 /tmp/smoke.json`` for a 20-episode smoke run; ``--keep DIR`` keeps both run directories and the
 eval output (``drill.log``) for inspection.
@@ -41,21 +45,30 @@ from simroll.rollout.store import RecordStore, attempt_of  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "faults.json"
 OBJECTS = ("sponge", "tofu", "foam_cylinder", "dumpling")
+CLUTTER_TARGETS = ("cuboid", "cube", "cylinder", "hexagonal_prism")
+# what each family's drill evaluates (four objects each, state observations)
+FAMILIES = {
+    "soft": ["env=soft_lift", f"env.objects=[{','.join(OBJECTS)}]", "policy=expert"],
+    "clutter": [
+        "env=clutter",
+        "env.tasks=[ClutterRetrieveMedium]",
+        f"env.objects=[{','.join(CLUTTER_TARGETS)}]",
+        "policy=clutter_replay",
+    ],
+}
 FAULTS = ("worker",) * 3 + ("group",) * 3
 POLL_S = 0.05
 
 
-def eval_command(run_dir: Path, episodes: int) -> list[str]:
+def eval_command(run_dir: Path, episodes: int, family: str = "soft") -> list[str]:
     return [
         sys.executable,
         "-m",
         "simroll.cli.main",
         "eval",
         f"output_dir={run_dir}",
-        "env=soft_lift",
-        f"env.objects=[{','.join(OBJECTS)}]",
+        *FAMILIES[family],
         "env.obs_mode=state",
-        "policy=expert",
         f"episodes={episodes}",
         "backend=vector",
         "backend.workers=2",
@@ -64,10 +77,10 @@ def eval_command(run_dir: Path, episodes: int) -> list[str]:
     ]
 
 
-def start_eval(run_dir: Path, episodes: int, log) -> subprocess.Popen:
+def start_eval(run_dir: Path, episodes: int, log, family: str) -> subprocess.Popen:
     # Its own session and process group, so that the group can be killed as a whole.
     return subprocess.Popen(
-        eval_command(run_dir, episodes),
+        eval_command(run_dir, episodes, family),
         cwd=ROOT,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -111,14 +124,16 @@ def wait_for_group_gone(pgid: int, timeout_s: float = 30.0) -> bool:
     return False
 
 
-def reference_run(run_dir: Path, episodes: int, log) -> dict:
+def reference_run(run_dir: Path, episodes: int, log, family: str) -> dict:
     start = time.perf_counter()
-    process = start_eval(run_dir, episodes, log)
+    process = start_eval(run_dir, episodes, log, family)
     code = process.wait()
     return {"exit_code": code, "seconds": time.perf_counter() - start}
 
 
-def drilled_run(run_dir: Path, episodes: int, total: int, rng: random.Random, log) -> dict:
+def drilled_run(
+    run_dir: Path, episodes: int, total: int, rng: random.Random, log, family: str
+) -> dict:
     """Run to completion while applying the faults at random record counts."""
     kinds = list(FAULTS)
     rng.shuffle(kinds)
@@ -129,7 +144,7 @@ def drilled_run(run_dir: Path, episodes: int, total: int, rng: random.Random, lo
     records = run_dir / "records.jsonl"
     faults, exit_codes, starts = [], [], 0
     start = time.perf_counter()
-    process = start_eval(run_dir, episodes, log)
+    process = start_eval(run_dir, episodes, log, family)
     starts += 1
     while True:
         code = process.poll()
@@ -153,7 +168,9 @@ def drilled_run(run_dir: Path, episodes: int, total: int, rng: random.Random, lo
                 os.killpg(process.pid, signal.SIGKILL)
                 exit_codes.append(process.wait())
                 fault["group_gone"] = wait_for_group_gone(process.pid)
-                process = start_eval(run_dir, episodes, log)  # what a user does: the same command
+                process = start_eval(
+                    run_dir, episodes, log, family
+                )  # what a user does: the same command
                 starts += 1
             faults.append(fault)
         time.sleep(POLL_S)
@@ -218,10 +235,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=50, help="per object (4 objects)")
     parser.add_argument("--seed", type=int, default=0, help="seeds the fault schedule")
-    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument(
+        "--family",
+        choices=sorted(FAMILIES),
+        default="soft",
+        help="soft: SoftLift with the scripted expert; clutter: ClutterRetrieveMedium replay",
+    )
+    parser.add_argument("--out", type=Path, default=None, help="default: faults[_clutter].json")
     parser.add_argument("--keep", type=Path, default=None, help="keep the run dirs here")
     args = parser.parse_args()
-    total = args.episodes * len(OBJECTS)
+    if args.out is None:
+        args.out = OUT if args.family == "soft" else OUT.with_name(f"faults_{args.family}.json")
+    total = args.episodes * 4  # four objects per family
     rng = random.Random(args.seed)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as scratch:
@@ -229,10 +254,10 @@ def main() -> None:
         base.mkdir(parents=True, exist_ok=True)
         reference_dir, drilled_dir = base / "reference", base / "drilled"
         with open(base / "drill.log", "wb") as log:
-            reference = reference_run(reference_dir, args.episodes, log)
-            drilled = drilled_run(drilled_dir, args.episodes, total, rng, log)
+            reference = reference_run(reference_dir, args.episodes, log, args.family)
+            drilled = drilled_run(drilled_dir, args.episodes, total, rng, log, args.family)
             lines_before = line_count(drilled_dir / "records.jsonl")
-            again = reference_run(drilled_dir, args.episodes, log)  # resume a complete run
+            again = reference_run(drilled_dir, args.episodes, log, args.family)  # resume: complete
             again["appended_lines"] = line_count(drilled_dir / "records.jsonl") - lines_before
         comparison = compare(reference_dir, drilled_dir)
     result = {
@@ -246,8 +271,9 @@ def main() -> None:
             ["python scripts/fault_drill.py"]
             + ([f"--episodes {args.episodes}"] if args.episodes != 50 else [])
             + ([f"--seed {args.seed}"] if args.seed != 0 else [])
+            + ([f"--family {args.family}"] if args.family != "soft" else [])
         ),
-        "eval_command": " ".join(eval_command(Path("<run_dir>"), args.episodes)[1:]),
+        "eval_command": " ".join(eval_command(Path("<run_dir>"), args.episodes, args.family)[1:]),
         "seed": args.seed,
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "machine": {"cpus": os.cpu_count(), "load_average_1min": os.getloadavg()[0]},

@@ -13,6 +13,12 @@ hold, the target is not graspable and the scene is settled (no block moves more 
 0.3 s of physics). ``object`` names the target's shape (``cuboid``, ``cube``, ``cylinder``,
 ``hexagonal_prism``), ``tier`` the difficulty (``easy``, ``medium``, ``hard``).
 
+**Soft-target variant.** ``object`` may instead be a soft-suite object of ``SOFT_TARGETS``
+(``sponge``, ``tofu``): the target is then its flexcomp body (with ``rigid_twin=True``, its rigid
+twin), its footprint the twin's, its pose its vertices' centroid and rotation, and the soft
+suite's deformation measure runs every control step against the object's calibrated tolerance,
+so DSR scores retrieval: pushes that crush it count. Stiffness variations apply to it.
+
 **Success conditions.** The target's centre is at least ``LIFT_HEIGHT`` = 5 cm above its rest
 height and both pads touch it, for 8 consecutive control steps (0.4 s). The episode ends on
 success. The low-level time limit is 400 control steps (20 s); plan-relative budgets belong to
