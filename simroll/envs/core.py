@@ -87,6 +87,7 @@ UNSTABLE_WARNINGS = (
     mujoco.mjtWarning.mjWARN_BADQVEL,
     mujoco.mjtWarning.mjWARN_INERTIA,
 )
+UNSTABLE_WARNING_INDEX = np.array([int(w) for w in UNSTABLE_WARNINGS])
 
 
 class InvalidActionError(ValueError):
@@ -428,9 +429,8 @@ class SoftTaskEnv(gym.Env):
             return True
         # MuJoCo resets the state itself on these, or (INERTIA) keeps stepping with garbage
         # accelerations; none occur in normal episodes.
-        for warning in UNSTABLE_WARNINGS:
-            if data.warning[warning].number > 0:
-                return True
+        if data.warning.number[UNSTABLE_WARNING_INDEX].any():
+            return True
         return bool(np.abs(data.qvel).max() > 50.0)
 
     def _step_eval(self) -> dict[str, Any]:

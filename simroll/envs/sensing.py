@@ -83,6 +83,10 @@ class TactileSensor:
         tu = np.linspace(-self.half_length, self.half_length, cols)
         tv = np.linspace(self.half_height, -self.half_height, rows)
         self.taxel_v, self.taxel_u = np.meshgrid(tv, tu, indexing="ij")
+        self._taxel_u_row, self._taxel_v_row = (
+            self.taxel_u.ravel()[None],
+            self.taxel_v.ravel()[None],
+        )
 
     def read(self, data: mujoco.MjData) -> TactileReading:
         force = np.zeros((2, self.rows, self.cols), dtype=np.float64)
@@ -97,6 +101,9 @@ class TactileSensor:
             on_object = (contacts.flex == self.flex).any(axis=1)
         else:
             on_object = (geoms == self.object_geom).any(axis=1)
+        on_pad = (geoms == self.pad_geoms[0]) | (geoms == self.pad_geoms[1])
+        if not (on_object & on_pad.any(axis=1)).any():  # most steps: the pads touch nothing
+            return TactileReading(force.astype(np.float32), markers.astype(np.float32), net, 0)
         for finger, pad in enumerate(self.pad_geoms):
             index = np.flatnonzero(on_object & (geoms == pad).any(axis=1))
             if index.size == 0:
@@ -115,10 +122,7 @@ class TactileSensor:
             local_force = world_force @ pad_rot
             u, v = local_pos[:, 0], local_pos[:, 2]
             footprint = np.exp(
-                -(
-                    (self.taxel_u.ravel()[None] - u[:, None]) ** 2
-                    + (self.taxel_v.ravel()[None] - v[:, None]) ** 2
-                )
+                -((self._taxel_u_row - u[:, None]) ** 2 + (self._taxel_v_row - v[:, None]) ** 2)
                 / (2 * GEL_PRESSURE_SIGMA**2)
             )
             totals = footprint.sum(axis=1, keepdims=True)
@@ -126,10 +130,10 @@ class TactileSensor:
             normal = np.abs(local_contact_force[:, 0])
             force[finger] = (normal @ footprint).reshape(self.rows, self.cols)
             drag = np.exp(
-                -((self.marker_uv[None] - np.stack([u, v], axis=1)[:, None]) ** 2).sum(axis=2)
+                -((self.marker_uv[None] - local_pos[:, None, 0::2]) ** 2).sum(axis=2)
                 / (2 * GEL_KERNEL_SIGMA**2)
             )
-            shear = np.stack([local_force[:, 0], local_force[:, 2]], axis=1)
+            shear = local_force[:, 0::2]
             markers[finger] = GEL_SHEAR_COMPLIANCE_MM_PER_N * drag.T @ shear
         return TactileReading(force.astype(np.float32), markers.astype(np.float32), net, count)
 
