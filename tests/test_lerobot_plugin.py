@@ -120,6 +120,41 @@ def test_wrapped_env_speaks_lerobot_observations_and_ignores_its_reset_marker():
         env.close()
 
 
+@pytest.mark.parametrize("target", ["cuboid", "sponge"])
+def test_low_level_clutter_retrieval_is_a_lerobot_env_too(target):
+    """ClutterRetrieve (the hand's 5-D action) through LeRobot's factory, with a rigid and a soft
+    target: every block's pose as a flat environment_state, the same features the config names."""
+    from lerobot.envs.configs import EnvConfig
+    from lerobot.envs.factory import make_env
+    from lerobot.envs.utils import preprocess_observation
+
+    config = EnvConfig.get_choice_class("simroll")(
+        task="ClutterRetrieve-v0",
+        object=target,
+        obs_type="environment_state_agent_pos",
+        tactile_image=False,
+        episode_length=2,
+    )
+    assert config.features["environment_state"].shape == (44,)
+    env = make_env(config, n_envs=1)["simroll"][0]
+    try:
+        obs, _ = env.reset(seed=[0])
+        batch = preprocess_observation(obs)
+        assert batch["observation.environment_state"].shape == (1, 44)
+        assert set(batch) == {
+            "observation.state",
+            "observation.environment_state",
+            "observation.tactile",
+            "observation.tactile_markers",
+        }
+        assert env.call("task_description")[0] == f"retrieve the red {target} from the clutter"
+        for _ in range(2):
+            obs, _, terminated, truncated, _ = env.step(np.zeros((1, 5), dtype=np.float32))
+        assert truncated[0] and not terminated[0]
+    finally:
+        env.close()
+
+
 def make_tiny_act_checkpoint(directory: Path) -> Path:
     import torch
     from lerobot.configs import FeatureType, NormalizationMode, PolicyFeature

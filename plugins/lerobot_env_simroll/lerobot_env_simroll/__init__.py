@@ -28,6 +28,7 @@ from lerobot.configs import FeatureType, PolicyFeature
 from lerobot.envs.configs import EnvConfig
 
 from lerobot_env_simroll.env import ID_PREFIX, register_envs
+from simroll.envs.clutter.retrieve import BLOCKS
 from simroll.envs.core import CONTROL_HZ
 from simroll.envs.sensing import MARKER_GRID
 from simroll.features import (
@@ -56,7 +57,9 @@ register_envs()
 @EnvConfig.register_subclass("simroll")
 @dataclass
 class SimrollEnv(EnvConfig):
-    """One simroll task on one object; ``task`` is the gym task name with its version."""
+    """One simroll task on one object; ``task`` is the gym task name with its version
+    (``SoftLift-v0``, ``SoftPlace-v0``, ``SoftSqueeze-v0``, ``ClutterRetrieve-v0``; for clutter
+    ``object`` is the target: a shape such as ``cuboid``, or a soft target such as ``sponge``)."""
 
     task: str = "SoftLift-v0"
     object: str = "sponge"
@@ -102,6 +105,8 @@ class SimrollEnv(EnvConfig):
                 self.features[f"pixels/{camera}"] = PolicyFeature(FeatureType.VISUAL, size)
         else:
             shape = (len(ENVIRONMENT_STATE_NAMES),)
+            if self.task.startswith("ClutterRetrieve"):  # x, y, z, yaw of every block
+                shape = (BLOCKS * 4,)
             self.features["environment_state"] = PolicyFeature(FeatureType.ENV, shape)
         if self.tactile_image:  # square, at the cameras' size when there are cameras
             side = self.image_size if self.obs_type == "pixels_agent_pos" else TACTILE_IMAGE_SIZE

@@ -14,6 +14,12 @@ presents what LeRobot's ``preprocess_observation`` and ``lerobot-eval``'s rollou
   marker (simroll refuses unknown options).
 * actions are clipped to ``[-1, 1]`` first (``clip_actions``), as a LeRobot policy's unnormalized
   output can overshoot the bounds slightly and simroll raises on out-of-range actions.
+
+The tasks are the soft suite's and the low-level clutter retrieval env ``ClutterRetrieve`` (the
+same 5-D hand action; its ``environment_state``, every block's pose, is flattened to 44 numbers;
+depth, segmentation and the partial object observation are not passed on). The plan-conditioned
+clutter tiers take one discrete primitive per step, which LeRobot's continuous policies and
+rollout do not produce, so they are not registered.
 """
 
 from __future__ import annotations
@@ -24,11 +30,17 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from simroll.envs.soft import MAX_EPISODE_STEPS, TASKS
+from simroll.envs import clutter, soft
 from simroll.features import tactile_image as render_tactile_image
 from simroll.features import tactile_image_size
 
 ID_PREFIX = "lerobot_env_simroll"
+# tasks with the hand's continuous action: the soft suite and low-level clutter retrieval
+TASKS = {**soft.TASKS, "ClutterRetrieve": clutter.TASKS["ClutterRetrieve"]}
+MAX_EPISODE_STEPS = {
+    **soft.MAX_EPISODE_STEPS,
+    "ClutterRetrieve": clutter.MAX_EPISODE_STEPS["ClutterRetrieve"],
+}
 
 
 class LeRobotView(gym.ObservationWrapper):
@@ -55,8 +67,11 @@ class LeRobotView(gym.ObservationWrapper):
         if pixels:
             layout["pixels"] = spaces.Dict(pixels)
         layout["agent_pos"] = source["agent_pos"]
-        if "environment_state" in source.spaces:
-            layout["environment_state"] = source["environment_state"]
+        if "environment_state" in source.spaces:  # a flat vector (clutter's is per block)
+            state = source["environment_state"]
+            layout["environment_state"] = spaces.Box(
+                -np.inf, np.inf, (int(np.prod(state.shape)),), np.float32
+            )
         if self.with_tactile:
             markers = source["tactile"]["markers"]
             size = int(np.prod(force.shape))
@@ -94,7 +109,7 @@ class LeRobotView(gym.ObservationWrapper):
             out["pixels"] = pixels
         out["agent_pos"] = observation["agent_pos"]
         if "environment_state" in observation:
-            out["environment_state"] = observation["environment_state"]
+            out["environment_state"] = np.asarray(observation["environment_state"]).reshape(-1)
         if self.with_tactile:
             out["tactile"] = force.reshape(-1)
             markers = np.asarray(observation["tactile"]["markers"], dtype=np.float32)
