@@ -14,7 +14,7 @@ all episodes and over successful ones; for every pair of methods, the scenes eac
 the exact McNemar p-value on the paired scenes. Writes ``benchmarks/results/clutter.json``.
 
 Per method and tier it also holds DSR (success with the target's peak deformation within its
-calibrated tolerance) and the mean peak deformation: with ``--targets sponge`` (the soft-target
+calibrated tolerance) and the median peak deformation: with ``--targets sponge`` (the soft-target
 variant, a flexcomp target) pushes and grasps that crush the target count against DSR; a rigid
 target never deforms, so there DSR equals success.
 
@@ -65,7 +65,8 @@ def summarize(records: list[Any]) -> dict[str, Any]:
         # success with the target's peak deformation within its tolerance (a rigid target never
         # deforms: equal to success)
         "dsr": binomial_rate(len(gentle), len(records)).to_dict(),
-        "peak_deformation": statistics.fmean(r.peak_deformation for r in records),
+        # median: a diverged episode's peak is inf
+        "peak_deformation_median": statistics.median(r.peak_deformation for r in records),
         "execution_time_s": mean("execution_time", records),
         "execution_time_s_successes": mean("execution_time", wins),
         "primitives": mean("primitives", records),
@@ -111,16 +112,18 @@ def run_method(args: argparse.Namespace, name: str, policy: str) -> tuple[dict[s
 
 def paired(records: dict[str, list[Any]]) -> list[dict[str, Any]]:
     """Every pair of methods on the scenes both ran (matched by spec key): their success rates,
-    the discordant scenes each won, and the exact McNemar p-value."""
+    the discordant scenes each won, and the exact McNemar p-value; the same for DSR."""
     from simroll.report.compare import paired_outcome
 
-    outcomes = {name: {r.spec.key: r.success for r in rows} for name, rows in records.items()}
+    by_key = {name: {r.spec.key: r for r in rows} for name, rows in records.items()}
     rows = []
     names = list(records)
     for index, a in enumerate(names):
         for b in names[index + 1 :]:
-            keys = sorted(set(outcomes[a]) & set(outcomes[b]))
-            outcome = paired_outcome([(outcomes[a][k], outcomes[b][k]) for k in keys])
+            keys = sorted(set(by_key[a]) & set(by_key[b]))
+            pairs = [(by_key[a][k], by_key[b][k]) for k in keys]
+            outcome = paired_outcome([(x.success, y.success) for x, y in pairs])
+            gentle = paired_outcome([(x.dsr_success, y.dsr_success) for x, y in pairs])
             rows.append(
                 {
                     "a": a,
@@ -131,6 +134,13 @@ def paired(records: dict[str, list[Any]]) -> list[dict[str, Any]]:
                     "a_only": outcome.a_only,
                     "b_only": outcome.b_only,
                     "mcnemar_p": outcome.p_value,
+                    "dsr": {
+                        "rate_a": gentle.rate_a,
+                        "rate_b": gentle.rate_b,
+                        "a_only": gentle.a_only,
+                        "b_only": gentle.b_only,
+                        "mcnemar_p": gentle.p_value,
+                    },
                 }
             )
     return rows
