@@ -79,7 +79,7 @@ def summarize(records: list[Any]) -> dict[str, Any]:
 
 
 def run_method(args: argparse.Namespace, name: str, policy: str) -> tuple[dict[str, Any], list]:
-    """The method's JSON row and its episode records (for the paired comparison)."""
+    """The method's JSON row and its evaluation run (for the paired comparison)."""
     import simroll
     from simroll.report.runs import load_eval_run
 
@@ -103,45 +103,39 @@ def run_method(args: argparse.Namespace, name: str, policy: str) -> tuple[dict[s
     )
     if result.errors:
         print(f"  {name}: {result.errors} episode(s) in error", file=sys.stderr)
-    records = load_eval_run(out).records
+    run = load_eval_run(out)
+    records = run.records
     by_tier = {
         tier: summarize([r for r in records if r.spec.task == task_of(tier)]) for tier in args.tiers
     }
-    return {"run": str(out), "tiers": by_tier, "all": summarize(records)}, records
+    return {"run": str(out), "tiers": by_tier, "all": summarize(records)}, run
 
 
-def paired(records: dict[str, list[Any]]) -> list[dict[str, Any]]:
-    """Every pair of methods on the scenes both ran (matched by spec key): their success rates,
-    the discordant scenes each won, and the exact McNemar p-value; the same for DSR."""
-    from simroll.report.compare import paired_outcome
+def paired(runs: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every pair of methods on the scenes both ran, paired by spec key as ``simroll report A B``
+    pairs them (:func:`simroll.report.compare.compare_runs`, all tiers pooled): their success
+    rates, the discordant scenes each won and the exact McNemar p-value; the same for DSR."""
+    from simroll.report.compare import compare_runs
 
-    by_key = {name: {r.spec.key: r for r in rows} for name, rows in records.items()}
+    def row(outcome) -> dict[str, Any]:
+        return {
+            "rate_a": outcome.rate_a,
+            "rate_b": outcome.rate_b,
+            "a_only": outcome.a_only,
+            "b_only": outcome.b_only,
+            "mcnemar_p": outcome.p_value,
+        }
+
     rows = []
-    names = list(records)
+    names = list(runs)
     for index, a in enumerate(names):
         for b in names[index + 1 :]:
-            keys = sorted(set(by_key[a]) & set(by_key[b]))
-            pairs = [(by_key[a][k], by_key[b][k]) for k in keys]
-            outcome = paired_outcome([(x.success, y.success) for x, y in pairs])
-            gentle = paired_outcome([(x.dsr_success, y.dsr_success) for x, y in pairs])
+            groups = compare_runs(runs[a], runs[b]).groups
+            if not groups:  # no shared scene
+                continue
+            pooled = groups[-1]  # every tier and target (the one tier's own when one ran)
             rows.append(
-                {
-                    "a": a,
-                    "b": b,
-                    "scenes": outcome.pairs,
-                    "rate_a": outcome.rate_a,
-                    "rate_b": outcome.rate_b,
-                    "a_only": outcome.a_only,
-                    "b_only": outcome.b_only,
-                    "mcnemar_p": outcome.p_value,
-                    "dsr": {
-                        "rate_a": gentle.rate_a,
-                        "rate_b": gentle.rate_b,
-                        "a_only": gentle.a_only,
-                        "b_only": gentle.b_only,
-                        "mcnemar_p": gentle.p_value,
-                    },
-                }
+                {"a": a, "b": b, "scenes": pooled.pairs, **row(pooled.tsr), "dsr": row(pooled.dsr)}
             )
     return rows
 
@@ -188,10 +182,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from simroll.io import write_json_atomic
 
     started = time.time()
-    results, records = {}, {}
+    results, runs = {}, {}
     for name, policy in methods.items():
         print(f"{name}: {args.scenes} scenes per tier {args.tiers} ...", flush=True)
-        results[name], records[name] = run_method(args, name, policy)
+        results[name], runs[name] = run_method(args, name, policy)
         for tier, row in results[name]["tiers"].items():
             rate = row["success"]
             print(
@@ -208,7 +202,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "seed": args.seed,
         "wall_s": round(time.time() - started, 1),
         "methods": results,
-        "paired": paired(records),
+        "paired": paired(runs),
     }
     write_json_atomic(args.out, payload)
     print(f"wrote {args.out}")
