@@ -18,7 +18,8 @@ def test_replay_rows_agree_with_the_records(tmp_path):
     )  # fmt: skip
     assert json.loads(out.read_text()) == json.loads(json.dumps(payload))
     row = payload["methods"]["nominal_replay"]["tiers"]["easy"]
-    records = load_eval_run(tmp_path / "runs" / "nominal_replay").records
+    run = load_eval_run(tmp_path / "runs" / "nominal_replay")
+    records = run.records
     assert row["episodes"] == len(records) == 4 and row["errors"] == 0
     assert row["success"]["successes"] == sum(r.success for r in records)
     assert row["withdrawals"] == 1.0  # replay withdraws once: for its one grasp
@@ -27,6 +28,7 @@ def test_replay_rows_agree_with_the_records(tmp_path):
     assert sum(row["termination_reasons"].values()) == 4
     assert set(row["termination_reasons"]) <= {"success", "grasp_failed"}
     # a method against itself: every scene paired, none discordant
-    (pair,) = script.paired({"a": records, "b": records})
+    (pair,) = script.paired({"a": run, "b": run})
     assert pair["scenes"] == 4 and pair["a_only"] == pair["b_only"] == 0
     assert pair["mcnemar_p"] == 1.0 and pair["rate_a"] == pair["rate_b"] == row["success"]["rate"]
+    assert pair["dsr"]["rate_a"] == row["dsr"]["rate"] == row["success"]["rate"]  # rigid target
