@@ -55,6 +55,7 @@ def summarize(records: list[Any]) -> dict[str, Any]:
 
     wins = [r for r in records if r.success]
     gentle = [r for r in records if r.dsr_success]
+    crushed = [r for r in wins if not r.dsr_success]
     reasons: dict[str, int] = {}
     for r in records:
         reasons[r.termination_reason] = reasons.get(r.termination_reason, 0) + 1
@@ -67,6 +68,14 @@ def summarize(records: list[Any]) -> dict[str, Any]:
         "dsr": binomial_rate(len(gentle), len(records)).to_dict(),
         # median: a diverged episode's peak is inf
         "peak_deformation_median": statistics.median(r.peak_deformation for r in records),
+        # successes whose target ended over tolerance, and how many of them already were when
+        # the grasp began (the pushes' doing; None for runs recorded before the metric existed)
+        "successes_over_tolerance": len(crushed),
+        "successes_over_tolerance_before_grasp": (
+            sum(r.extra["peak_deformation_before_grasp"] > r.tolerance for r in crushed)
+            if all("peak_deformation_before_grasp" in r.extra for r in crushed)
+            else None
+        ),
         "execution_time_s": mean("execution_time", records),
         "execution_time_s_successes": mean("execution_time", wins),
         "primitives": mean("primitives", records),

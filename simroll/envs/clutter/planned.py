@@ -127,6 +127,7 @@ class PlannedRetrieval(gym.Wrapper):
         length = raw.variation.blackout_primitives
         start_at = int(raw.np_random.integers(0, max(1, len(plan) - 1))) if length else 0
         self._blackout = range(start_at, start_at + length)
+        self._peak_before_grasp: float | None = None
         self.env.max_primitives = len(plan) + BUDGET_PRIMITIVES
         self.env.max_travel = len(plan) * PUSH_LENGTH + BUDGET_TRAVEL
         info = {**info, "plan_length": len(plan), "plan_graspable": plan.graspable}
@@ -140,6 +141,8 @@ class PlannedRetrieval(gym.Wrapper):
     def step(self, action):
         raw = self.env.unwrapped
         raw.blackout = self.env.get_wrapper_attr("_primitives") in self._blackout
+        if as_primitive(action) == GRASP and self._peak_before_grasp is None:
+            self._peak_before_grasp = float(raw._peak_deformation)  # what the pushes left
         before = raw.block_poses()
         obs, reward, terminated, truncated, info = self.env.step(action)
         if as_primitive(action) < GRASP and not (terminated or truncated):
@@ -165,6 +168,14 @@ class PlannedRetrieval(gym.Wrapper):
             "plan_length": len(self.plan),
             "plan_graspable": bool(self.plan.graspable),
             "plan_wall_s": round(self._plan_seconds, 3),
+            # the target's peak deformation when the grasp began (the episode's, if none did):
+            # how much of a soft target's damage the pushes did
+            "peak_deformation_before_grasp": round(
+                self._peak_before_grasp
+                if self._peak_before_grasp is not None
+                else float(self.env.unwrapped._peak_deformation),
+                6,
+            ),
         }
 
     def close(self) -> None:
