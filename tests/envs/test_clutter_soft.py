@@ -144,7 +144,7 @@ def test_replay_grasps_a_soft_target_gently_and_dsr_scores_it():
     assert 0.0 < record.peak_deformation <= record.tolerance
     assert record.tolerance == get_object("sponge").calibration().tolerance
     # the pushes' share: the peak when the grasp began, recorded for the report
-    assert 0.0 < record.extra["peak_deformation_before_grasp"] <= record.peak_deformation
+    assert 0.0 < record.extra["peak_deformation_before_grasp"] <= record.peak_deformation + 1e-6
     assert abs(np.mean(forces[-1]) - GRASP_FORCE) < 0.3  # held at the setpoint, not squeezed
 
 
