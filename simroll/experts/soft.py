@@ -90,6 +90,17 @@ STALL_SPEED = 0.005  # m/s: a hand at its commanded target and this slow has gon
 JAW_OPEN = 0.003  # jaw target (m) up to which the jaw counts as open (a closing step is 4 mm)
 
 
+def regulated_jaw_target(
+    gripper_target: float, forces: np.ndarray, target: float, limit: float
+) -> float:
+    """One grip-force regulation step: the jaw target (metres of finger travel) moved from
+    ``gripper_target`` by ``FORCE_GAIN`` per newton of the mean finger force's error from
+    ``target`` (clipped at 1 N), within ``[0, limit]``. The soft expert's grip and the clutter
+    grasp primitive's hold of a soft target both use it."""
+    error = float(np.clip(target - forces.mean(), -1.0, 1.0))
+    return float(np.clip(gripper_target + FORCE_GAIN * error, 0.0, limit))
+
+
 class SoftExpert:
     """Memoryless grasping expert for SoftLift, SoftPlace and SoftSqueeze: the phase of each step
     is recovered from the simulator state, so any state can be labelled."""
@@ -184,9 +195,7 @@ class SoftExpert:
 
     def _regulated_grip(self, forces: np.ndarray, target: float) -> float:
         """The jaw target one regulation step from the current one toward ``target`` newtons."""
-        error = float(np.clip(target - forces.mean(), -1.0, 1.0))
-        grip = self.env.gripper_target + FORCE_GAIN * error
-        return float(np.clip(grip, 0.0, self._grip_limit()))
+        return regulated_jaw_target(self.env.gripper_target, forces, target, self._grip_limit())
 
     # -------------------------------------------------------------- policy verbs
     def select_action(self, obs) -> np.ndarray:

@@ -232,15 +232,14 @@ class PrimitiveActions(gym.Wrapper):
         """The gripper command that moves the jaw target one step towards ``force`` newtons per
         finger: closing by the soft expert's closing step until a pad touches, then by its force
         gain on the (clipped) force error, within the fingers' travel."""
-        from simroll.experts.soft import CLOSE_STEP, CONTACT_FORCE, FORCE_GAIN
+        from simroll.experts.soft import CLOSE_STEP, CONTACT_FORCE, regulated_jaw_target
 
         raw = self.env.unwrapped
         forces = self._finger_forces()
         if (forces < CONTACT_FORCE).all():
-            goal = raw.gripper_target + CLOSE_STEP
+            goal = float(np.clip(raw.gripper_target + CLOSE_STEP, 0.0, FINGER_TRAVEL))
         else:
-            goal = raw.gripper_target + FORCE_GAIN * float(np.clip(force - forces.mean(), -1, 1))
-        goal = float(np.clip(goal, 0.0, FINGER_TRAVEL))
+            goal = regulated_jaw_target(raw.gripper_target, forces, force, FINGER_TRAVEL)
         if raw.gripper_mode == "delta":
             return float(np.clip((goal - raw.gripper_target) / GRIPPER_STEP, -1.0, 1.0))
         return 2.0 * goal / FINGER_TRAVEL - 1.0  # continuous: the jaw target itself
