@@ -39,15 +39,29 @@ class SceneIds:
     hand_base_z: float
 
 
-def build_xml(object_name: str, rigid_twin: bool = False, young_scale: float = 1.0) -> str:
-    """The merged scene XML as a string."""
+def scale_young(body: ET.Element, young_scale: float) -> None:
+    """Scale the Young's modulus of every ``<elasticity>`` under ``body`` (in place)."""
     if not young_scale > 0:
         raise ValueError(f"young_scale must be > 0, got {young_scale}")
+    for elasticity in body.iter("elasticity"):
+        elasticity.set("young", f"{float(elasticity.get('young', '0')) * young_scale:.6g}")
+
+
+def flex_vertices(model: mujoco.MjModel, flex: int) -> tuple[np.ndarray, np.ndarray]:
+    """The bodies of flex ``flex``'s vertices and the qpos addresses of their slide joints
+    (x, y, z per vertex)."""
+    first = model.flex_vertadr[flex]
+    bodies = model.flex_vertbodyid[first : first + model.flex_vertnum[flex]].copy()
+    qpos = np.concatenate([model.jnt_qposadr[model.body_jntadr[b]] + np.arange(3) for b in bodies])
+    return bodies, qpos
+
+
+def build_xml(object_name: str, rigid_twin: bool = False, young_scale: float = 1.0) -> str:
+    """The merged scene XML as a string."""
     asset = get_object(object_name)
     scene = ET.parse(scene_xml()).getroot()
     body = asset.body_element(rigid_twin)
-    for elasticity in body.iter("elasticity"):
-        elasticity.set("young", f"{float(elasticity.get('young', '0')) * young_scale:.6g}")
+    scale_young(body, young_scale)
     worldbody = scene.find("worldbody")
     if worldbody is None:
         raise AssetError("scene template has no <worldbody>")
@@ -101,11 +115,7 @@ def scene_ids(model: mujoco.MjModel) -> SceneIds:
     object_geom = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "object")
     flex = 0 if model.nflex > 0 else -1
     if flex >= 0:
-        first = model.flex_vertadr[flex]
-        bodies = model.flex_vertbodyid[first : first + model.flex_vertnum[flex]]
-        qpos = np.concatenate(
-            [model.jnt_qposadr[model.body_jntadr[b]] + np.arange(3) for b in bodies]
-        )
+        _, qpos = flex_vertices(model, flex)
     else:
         joint = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, "object")
         qpos = model.jnt_qposadr[joint] + np.arange(7)

@@ -64,7 +64,7 @@ from simroll.envs.core import (
     check_settings,
 )
 from simroll.envs.deformation import RestShape
-from simroll.envs.scene import SceneIds, hand_ids
+from simroll.envs.scene import SceneIds, flex_vertices, hand_ids
 from simroll.envs.sensing import MARKER_GRID, TactileSensor
 from simroll.envs.variations import PhysicsSnapshot, resolve_variation
 from simroll.features import (
@@ -212,11 +212,8 @@ class ClutterRetrieveEnv(SoftTaskEnv):
         if soft:
             start = model.flex_vertadr[0]
             self._vert_slice = slice(start, start + model.flex_vertnum[0])
-            vertex_bodies = model.flex_vertbodyid[self._vert_slice].copy()
+            vertex_bodies, target_qpos = flex_vertices(model, 0)
             self._rest_vertices = model.body_pos[vertex_bodies].copy()
-            target_qpos = np.concatenate(
-                [model.jnt_qposadr[model.body_jntadr[b]] + np.arange(3) for b in vertex_bodies]
-            )
             self._object_bodies = vertex_bodies
             self._mass_bodies = np.concatenate([vertex_bodies, self._block_bodies[1:]])
         else:
@@ -271,14 +268,10 @@ class ClutterRetrieveEnv(SoftTaskEnv):
         """Stand block ``index`` at ``x, y`` turned by ``yaw`` on the table, a rigid block
         ``lift`` metres above it (qpos only; the caller runs ``mj_forward``). A flexcomp target
         gets its rest shape, so moved."""
-        data = self.data
         if index == 0 and self.soft_target:
-            c, s = math.cos(yaw), math.sin(yaw)
-            rotation = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
-            rest = self._rest_vertices
-            placed = rest @ rotation.T + np.array([x, y, 0.0])
-            data.qpos[self.ids.object_qpos] = (placed - rest).ravel()
+            self._place_object(x, y, yaw)  # the soft suite's: the rest shape turned and moved
             return
+        data = self.data
         q = self._block_qpos[index]
         half_height = block_shape(self.layout_shapes[index]).half_height
         z = half_height + lift

@@ -19,6 +19,7 @@ import mujoco
 
 from simroll.assets import AssetError, get_object, scene_xml
 from simroll.envs.clutter.layout import SHAPES, SOFT_TARGETS, Shape
+from simroll.envs.scene import scale_young
 
 # overhead scene camera: 0.55 m up, a little towards -y, looking at the workspace centre
 SCENE_CAMERA = {"pos": "0 -0.15 0.55", "xyaxes": "1 0 0 0 0.965 0.263", "fovy": "45"}
@@ -96,8 +97,6 @@ def soft_target_body(name: str, soft: bool, young_scale: float = 1.0):
     """Block 0 as soft-suite object ``name``: its flexcomp body (``soft``) or its rigid twin,
     renamed ``block_0`` (twin joint ``block_0``, geom ``block_0_0``) and coloured as the target,
     with the flex's Young's modulus scaled by ``young_scale``; and the asset elements it needs."""
-    if not young_scale > 0:
-        raise ValueError(f"young_scale must be > 0, got {young_scale}")
     asset = get_object(name)
     body = asset.body_element(rigid_twin=not soft)
     body.set("name", "block_0")
@@ -108,9 +107,7 @@ def soft_target_body(name: str, soft: bool, young_scale: float = 1.0):
             element.set("name", "block_0_0")
         if element.tag in ("geom", "flexcomp"):
             element.set("rgba", TARGET_RGBA)
-        if element.tag == "elasticity":
-            young = float(element.get("young", "0")) * young_scale
-            element.set("young", f"{young:.6g}")
+    scale_young(body, young_scale)
     return body, asset.asset_elements(rigid_twin=not soft)
 
 
