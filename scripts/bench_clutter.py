@@ -4,9 +4,11 @@ Each method runs the same seeded scenes of ``simroll/ClutterRetrieve{Easy,Medium
 (through ``simroll.evaluate``: resumable run directories under ``--runs``, episodes paired by
 spec key): ``nominal_replay`` (the fixed plan from the digital twin, open loop), the
 ``closed_loop_teacher`` (privileged, re-plans before every primitive, withdraws to look when its
-view is stale) and any student checkpoints given with ``--student NAME=CHECKPOINT``. Scenes run
-under the ``pose_noise`` variation by default (every block moved by up to 3 mm and 2 degrees after
-the first frame, TRACE's execution noise), so the plan meets a world that differs from its twin.
+view is stale), the ``plan_labeller`` (privileged, keeps to the nominal plan while it still works
+from the true state, re-plans otherwise, never looks: the students' labeller) and any student
+checkpoints given with ``--student NAME=CHECKPOINT``. Scenes run under the ``pose_noise``
+variation by default (every block moved by up to 3 mm and 2 degrees after the first frame,
+TRACE's execution noise), so the plan meets a world that differs from its twin.
 
 Per method and tier the JSON holds the success rate with its 95% Clopper-Pearson interval, and
 the means of execution time (simulated seconds), primitives, withdrawals and push travel, over
@@ -39,7 +41,11 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 TIERS = ("easy", "medium", "hard")
 TARGETS = ("cuboid", "cube", "cylinder", "hexagonal_prism")
-BASELINES = {"nominal_replay": "clutter_replay", "closed_loop_teacher": "clutter_teacher"}
+BASELINES = {
+    "nominal_replay": "clutter_replay",
+    "closed_loop_teacher": "clutter_teacher",
+    "plan_labeller": "clutter_plan_labeller",
+}
 
 
 def task_of(tier: str) -> str:

@@ -7,6 +7,11 @@
   stale: the upper reference. With ``looks=False`` it never looks (it reads the true state, so
   it needs no view): the labeller of the student's demonstrations and DAgger rounds
   (``configs/policy/clutter_labeller.yaml``), so the student learns to act without withdrawing.
+  With ``follow_plan=True`` it keeps to the observation's nominal plan while the plan's remaining
+  pushes, simulated from the true state, still end in a clear grasp, and re-plans only when they
+  do not (or once the plan's pushes are spent): labels consistent with the plan the student is
+  conditioned on, departing from it only where the plan has gone wrong
+  (``configs/policy/clutter_plan_labeller.yaml``).
 
 Both return a one-element int64 array (the primitive index), which the plan-conditioned envs
 ``simroll/ClutterRetrieve{Easy,Medium,Hard}-v0`` take.
@@ -47,16 +52,46 @@ class ClosedLoopTeacher:
     policy_id = "closed_loop_teacher"
     labels_any_state = True
 
-    def __init__(self, env: gym.Env, beam: int = 2, max_pushes: int = 15, looks: bool = True):
+    def __init__(
+        self,
+        env: gym.Env,
+        beam: int = 2,
+        max_pushes: int = 15,
+        looks: bool = True,
+        follow_plan: bool = False,
+    ):
         from simroll.experts.clutter import ClutterTeacher
 
         self.env = env
         self.looks = bool(looks)
+        self.follow_plan = bool(follow_plan)
         self.teacher = ClutterTeacher(beam=beam, max_pushes=max_pushes, tier=env.unwrapped.tier)
 
     def reset(self) -> None:
         self.teacher.reset()
 
+    def _planned_push(self, obs: dict[str, Any]) -> int | None:
+        """The plan's next push when the plan's remaining pushes still end in a clear grasp from
+        the true state; None when the plan's pushes are spent or no longer work."""
+        if "plan_primitives" not in obs:
+            raise ValueError(
+                "follow_plan needs the plan in the observation (plan_primitives, plan_length, "
+                "plan_step): run it on a plan-conditioned env, simroll/ClutterRetrieve{Easy,"
+                f"Medium,Hard}}-v0; got keys {sorted(obs)}"
+            )
+        plan = np.asarray(obs["plan_primitives"]).reshape(-1)
+        length, step = int(np.asarray(obs["plan_length"])), int(np.asarray(obs["plan_step"]))
+        pushes = [int(p) for p in plan[step:length] if int(p) != GRASP]
+        if not pushes:
+            return None
+        state = self.env.unwrapped.get_sim_state()
+        return pushes[0] if self.teacher.plan_holds(state, pushes) else None
+
     def select_action(self, obs: dict[str, Any]) -> np.ndarray:
+        if self.follow_plan:
+            push = self._planned_push(obs)
+            if push is not None:
+                self.teacher._last_action = push
+                return np.array([push], dtype=np.int64)
         seen = obs if self.looks else None  # without looks it acts on the true state alone
         return np.array([self.teacher.label(self.env.unwrapped, seen)], dtype=np.int64)

@@ -97,3 +97,37 @@ def test_the_labeller_never_looks():
     labeller = ClosedLoopTeacher(env, looks=False)
     assert int(labeller.select_action(stale)[0]) != LOOK
     env.close()
+
+
+def test_the_plan_following_labeller_keeps_to_a_plan_that_still_works():
+    """With ``follow_plan`` the labeller returns the nominal plan's pushes while they still end
+    in a clear grasp from the true state, and the teacher's own re-planned primitive once they
+    do not, or once the plan's pushes are spent."""
+    from simroll.policies.clutter import ClosedLoopTeacher
+
+    env = gym.make("simroll/ClutterRetrieveMedium-v0", image_size=48)
+    obs, _ = env.reset(seed=3)
+    raw = env.unwrapped
+    labeller = ClosedLoopTeacher(env, looks=False, follow_plan=True)
+    teacher = labeller.teacher
+    length = int(obs["plan_length"])
+    plan = [int(p) for p in obs["plan_primitives"][:length]]
+    assert plan[-1] == GRASP and length >= 2
+    state = raw.get_sim_state()
+    assert teacher.plan_holds(state, plan[:-1])  # no pose noise: the twin's plan works
+    assert not teacher.plan_holds(state, [])  # the scene starts with no clear grasp
+    assert int(labeller.select_action(obs)[0]) == plan[0]
+
+    spent = {**obs, "plan_step": np.array(length - 1)}  # only the grasp is left: re-plans
+    assert int(labeller.select_action(spent)[0]) == teacher.label(raw)
+
+    failing = [p for p in range(16) if not teacher.plan_holds(state, [p])]
+    replanned = teacher.label(raw)
+    bad = next(p for p in failing if p != replanned)
+    primitives = np.full_like(obs["plan_primitives"], -1)
+    primitives[:2] = [bad, GRASP]
+    wrong = {**obs, "plan_primitives": primitives, "plan_length": np.array(2)}
+    assert int(labeller.select_action(wrong)[0]) == replanned  # a plan that fails is left
+    with pytest.raises(ValueError, match="plan_primitives"):
+        labeller.select_action({"objects": obs["objects"]})
+    env.close()

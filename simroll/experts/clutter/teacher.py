@@ -117,6 +117,17 @@ class ClutterTeacher:
         # no clear grasp within the budget: the best state found, then try the grasp anyway
         return Plan([*best[1], GRASP], best[2], False, simulated)
 
+    def plan_holds(self, state: dict[str, Any], pushes: list[int]) -> bool:
+        """Whether executing ``pushes`` from ``state`` (simulated in the search copy) ends in a
+        state with a clear grasp: the check by which a plan-following labeller keeps to a
+        nominal plan that still works from the true state."""
+        self._sim.load(state)
+        for push in pushes:
+            _, _, terminated, truncated, _ = self._sim.step(push)
+            if terminated or truncated:
+                return False
+        return blockage(self._sim.unwrapped)[1]
+
     def label(self, env: ClutterRetrieveEnv, obs: dict[str, Any] | None = None) -> int:
         """The closed-loop teacher's primitive in ``env``'s current (true) state."""
         if obs is not None and "objects" in obs and self._last_action != LOOK:
