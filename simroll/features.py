@@ -87,6 +87,9 @@ PLAN_KEYS = {
     "plan_length": "observation.plan_length",
     "plan_step": "observation.plan_step",
 }
+# clutter retrieval: the grasp primitive's own check on the current detections (clear, room,
+# blockage; simroll.envs.clutter.primitives.grasp_check), which plan-conditioned envs add
+GRASP_CHECK_KEY = "observation.grasp_check"
 PRIMITIVE_ACTION_NAMES = ("primitive",)  # the action of a primitive-level (Discrete) env
 # the clutter primitives (simroll.envs.clutter.primitives), in action-index order: 16 pushes of
 # 4 cm in the hand frame (axial; per diagonal straight, x then y, y then x), the grasp, a look
@@ -235,6 +238,12 @@ def dataset_features(
     for name, key in PLAN_KEYS.items():
         if name in observation_space.spaces:
             features[key] = _flat(observation_space[name])
+    if "grasp_check" in observation_space.spaces:
+        features[GRASP_CHECK_KEY] = {
+            "dtype": "float32",
+            "shape": (3,),
+            "names": ["clear", "room_m", "blockage_m2"],
+        }
     if action_space is not None and hasattr(action_space, "n"):  # gymnasium Discrete
         features[ACTION_KEY] = {
             "dtype": "float32",
@@ -274,4 +283,6 @@ def observation_frame(obs: Mapping[str, Any], tactile_image_size: int | None) ->
     for name, key in PLAN_KEYS.items():
         if name in obs:
             frame[key] = np.asarray(obs[name], dtype=np.float32).reshape(-1).copy()
+    if "grasp_check" in obs:
+        frame[GRASP_CHECK_KEY] = np.asarray(obs["grasp_check"], dtype=np.float32).copy()
     return frame

@@ -196,3 +196,30 @@ def test_a_blackout_hides_every_block_for_its_primitives(planned):
             assert not flags.any(), step
         else:
             assert flags.any(), step
+
+
+def test_the_grasp_check_is_the_grasp_primitives_own_on_the_detections(planned):
+    """``grasp_check`` is what the grasp primitive would find in the observation's detections:
+    blocked at reset (scenes start with no clear grasp), clear once the plan's pushes ran in a
+    world that matches the twin (true poses, no noise)."""
+    from simroll.envs.clutter.primitives import (
+        choose_grasp_yaw,
+        detected_footprints,
+        detections,
+        grasp_check,
+    )
+
+    env = planned(obs_mode="state")
+    obs, _ = env.reset(seed=SEED)
+    shapes = env.unwrapped.layout.shapes
+    check = obs["grasp_check"]
+    assert env.observation_space["grasp_check"].contains(check)
+    assert check[0] == 0.0 and check[2] > 0.0  # blocked: the pads would overlap clutter
+    length = int(obs["plan_length"])
+    for push in obs["plan_primitives"][: length - 1]:
+        obs, *_ = env.step(int(push))
+    check = obs["grasp_check"]
+    rows = detections(obs)
+    np.testing.assert_array_equal(check, grasp_check(rows, shapes))
+    assert check[0] == 1.0 and check[2] == 0.0 and check[1] > 0.0
+    assert choose_grasp_yaw(detected_footprints(rows, shapes))[1]

@@ -24,6 +24,7 @@ INPUTS = [
     "observation.plan_poses",
     "observation.plan_length",
     "observation.plan_step",
+    "observation.grasp_check",
     "observation.state",
 ]
 SEEDS = (3, 5, 8)

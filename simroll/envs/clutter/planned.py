@@ -17,7 +17,10 @@ detects nothing during 5 consecutive primitives from a seeded start within the p
 * ``plan_poses``: the twin's predicted block poses (``x, y, z, yaw``, target first) before the
   plan's first primitive and after each push, padded by repeating the last;
 * ``plan_length``: the plan's number of primitives (its grasp included);
-* ``plan_step``: primitives executed so far this episode (progress along the plan).
+* ``plan_step``: primitives executed so far this episode (progress along the plan);
+* ``grasp_check``: what the grasp primitive would find in the current detections
+  (:func:`~simroll.envs.clutter.primitives.grasp_check`: a clear yaw or not, the chosen yaw's
+  room, the least pad overlap), from detections and the blocks' shapes only.
 
 An episode has one grasp, as TRACE judges the final grasp: a grasp that does not lift the target
 ends it (``termination_reason`` ``"grasp_failed"``). With ``obs_mode="state"`` the twin starts
@@ -38,7 +41,14 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from simroll.envs.clutter.primitives import GRASP, PUSH_LENGTH, PrimitiveActions, as_primitive
+from simroll.envs.clutter.primitives import (
+    GRASP,
+    PUSH_LENGTH,
+    PrimitiveActions,
+    as_primitive,
+    detections,
+    grasp_check,
+)
 from simroll.envs.clutter.retrieve import BLOCKS, ClutterRetrieveEnv
 
 MAX_PLAN = 16
@@ -93,6 +103,7 @@ class PlannedRetrieval(gym.Wrapper):
                 "plan_poses": spaces.Box(-np.inf, np.inf, (MAX_PLAN, BLOCKS, 4), np.float32),
                 "plan_length": spaces.Box(0, MAX_PLAN, (), np.int64),
                 "plan_step": spaces.Box(0, np.iinfo(np.int64).max, (), np.int64),
+                "grasp_check": spaces.Box(0.0, 1.0, (3,), np.float32),
             }
         )
 
@@ -136,7 +147,8 @@ class PlannedRetrieval(gym.Wrapper):
     def _with_plan(self, obs: dict[str, Any]) -> dict[str, Any]:
         steps = np.array(self.env.get_wrapper_attr("_primitives"), dtype=np.int64)
         plan = {key: value.copy() for key, value in self._plan_obs.items()}
-        return {**obs, **plan, "plan_step": steps}
+        check = grasp_check(detections(obs), self.env.unwrapped.layout.shapes)
+        return {**obs, **plan, "plan_step": steps, "grasp_check": check}
 
     def step(self, action):
         raw = self.env.unwrapped

@@ -43,6 +43,7 @@ from gymnasium import spaces
 from simroll.envs.clutter.layout import (
     distance,
     footprint,
+    grasp_blockage,
     grasp_clear,
     grasp_opening,
     pad_footprints,
@@ -128,9 +129,9 @@ def start_spot(prints: list[list[np.ndarray] | None], target_xy: np.ndarray) -> 
     raise RuntimeError("no free start spot within 30 cm of the target")
 
 
-def choose_grasp_yaw(prints: list[list[np.ndarray] | None]) -> tuple[float, bool]:
+def _best_grasp(prints: list[list[np.ndarray] | None]) -> tuple[float, bool, float]:
     """The grasp yaw for the target (``prints[0]``): a clear one if any, the one whose pads keep
-    the most distance from the detected clutter; and whether it was clear."""
+    the most distance from the detected clutter; whether it was clear; that distance (m)."""
     target = prints[0]
     assert target is not None
     others = [p for p in prints[1:] if p is not None]
@@ -145,7 +146,32 @@ def choose_grasp_yaw(prints: list[list[np.ndarray] | None]) -> tuple[float, bool
         room = min((distance([pad], other) for pad in pads for other in others), default=1.0)
         if (yaw in clear, room) > (best in clear, best_room):
             best, best_room = yaw, room
-    return best, best in clear
+    return best, best in clear, best_room
+
+
+def choose_grasp_yaw(prints: list[list[np.ndarray] | None]) -> tuple[float, bool]:
+    """The grasp yaw for the target (``prints[0]``): a clear one if any, the one whose pads keep
+    the most distance from the detected clutter; and whether it was clear."""
+    yaw, clear, _ = _best_grasp(prints)
+    return yaw, clear
+
+
+def grasp_check(objects: np.ndarray, shapes) -> np.ndarray:
+    """What the grasp primitive would find in these detections (rows of :func:`detections`):
+    ``[clear, room, blockage]``: 1.0 when a grasp yaw's pads are clear of every detected block,
+    else 0.0; the distance (m) the chosen yaw's pads keep from detected clutter (0 when they
+    touch or overlap it); the least pad overlap with detected clutter over the grasp yaws (m^2,
+    :func:`~simroll.envs.clutter.layout.grasp_blockage`; 0 when a yaw overlaps nothing). A
+    target never seen gives zeros. Non-privileged: detections and the blocks' known shapes only
+    (the plan-conditioned envs' ``grasp_check`` observation, which the TRACE student reads)."""
+    prints = detected_footprints(objects, shapes)
+    if prints[0] is None:
+        return np.zeros(3, dtype=np.float32)
+    _, clear, room = _best_grasp(prints)
+    others = [p for p in prints[1:] if p is not None]
+    centre = np.mean(np.concatenate(prints[0]), axis=0)
+    blocked = grasp_blockage(prints[0], centre, others) if not clear else 0.0
+    return np.array([float(clear), max(room, 0.0), min(blocked, 1.0)], dtype=np.float32)
 
 
 def as_primitive(action: Any) -> int:

@@ -6,7 +6,9 @@ until first seen), ``visible``, ``staleness``, ``seen``; where the twin's plan p
 plan, where seen); and whether it is the target. A two-layer MLP embeds the tokens and a
 token-set encoder pools them (mean, max and the target's own embedding). Global features join
 them: proprioception, progress along the plan, the plan's length, the current and next planned
-primitives (one-hot) and the hand's offset from the detected target. A trunk and a GRU over the
+primitives (one-hot), the hand's offset from the detected target and, when the checkpoint reads
+``observation.grasp_check``, the grasp primitive's own check on the detections (a clear yaw or
+not, its room, the least pad overlap). A trunk and a GRU over the
 last ``n_obs_steps`` steps give the logits of the 18 primitives; training minimises the
 cross-entropy to the labelled primitive (the teacher's, in behaviour cloning and DAgger).
 ``select_action`` keeps the last ``n_obs_steps`` observations itself and returns the most likely
@@ -24,12 +26,13 @@ from lerobot.policies.pretrained import PreTrainedPolicy
 from lerobot.utils.constants import ACTION, OBS_STATE
 from torch import Tensor, nn
 
-from simroll.features import OBJECTS_KEY, PLAN_KEYS
+from simroll.features import GRASP_CHECK_KEY, OBJECTS_KEY, PLAN_KEYS
 from simroll.policies.trace.configuration_trace import TraceStudentConfig
 
 OBJECT_FIELDS = 7  # x, y, z, yaw, visible, staleness, seen (simroll.envs.clutter.retrieve)
 POSE_FIELDS = 4  # x, y, z, yaw
 STALENESS_SCALE = 10.0
+GRASP_CHECK_SCALE = (1.0, 100.0, 1e4)  # clear flag, room in cm, pad overlap in cm^2
 
 
 def _steps(value: Tensor) -> Tensor:
@@ -48,7 +51,10 @@ class TraceStudentModel(nn.Module):
         horizon = config.plan_horizon
         token_in = 14 + 2 * horizon
         self.primitive_classes = config.n_primitives + 1  # the plan's -1 padding is a class
+        # the grasp check on the detections, when the checkpoint reads it (older ones do not)
+        self.reads_grasp_check = GRASP_CHECK_KEY in config.input_features
         global_in = 12 + 2 + 2 + (horizon + 1) * self.primitive_classes
+        global_in += 3 if self.reads_grasp_check else 0
         width = config.token_dim
         self.token_mlp = nn.Sequential(
             nn.Linear(token_in, width), nn.GELU(), nn.Linear(width, width), nn.GELU()
@@ -111,17 +117,17 @@ class TraceStudentModel(nn.Module):
         one_hot = F.one_hot(planned, self.primitive_classes).float().reshape(b, t, -1)
         progress = (step / length.clamp_min(1.0)).clamp(0.0, 2.0)
         hand_to_target = (objects[..., 0, :2] - state[..., :2]) * objects[..., 0, 6:7]
-        global_features = torch.cat(
-            [
-                state[..., :12],
-                progress[..., None],
-                (length / config.max_plan)[..., None],
-                hand_to_target,
-                one_hot,
-            ],
-            dim=-1,
-        )
-        return tokens, global_features
+        parts = [
+            state[..., :12],
+            progress[..., None],
+            (length / config.max_plan)[..., None],
+            hand_to_target,
+            one_hot,
+        ]
+        if self.reads_grasp_check:
+            check = _steps(batch[GRASP_CHECK_KEY]).reshape(b, t, 3)
+            parts.append(check * check.new_tensor(GRASP_CHECK_SCALE))
+        return tokens, torch.cat(parts, dim=-1)
 
     def forward(self, batch: dict[str, Any]) -> Tensor:
         """Primitive logits (B, n_primitives) after the last observation step."""
