@@ -8,10 +8,11 @@
   it needs no view): the labeller of the student's demonstrations and DAgger rounds
   (``configs/policy/clutter_labeller.yaml``), so the student learns to act without withdrawing.
   With ``follow_plan=True`` it keeps to the observation's nominal plan while the plan's remaining
-  pushes, simulated from the true state, still end in a clear grasp, and re-plans only when they
-  do not (or once the plan's pushes are spent): labels consistent with the plan the student is
-  conditioned on, departing from it only where the plan has gone wrong
-  (``configs/policy/clutter_plan_labeller.yaml``).
+  pushes, simulated from the true state, still end in a clear grasp or in a state the search
+  clears within ``repair_pushes`` more pushes; it re-plans only when they do not, and once the
+  plan's pushes are spent it grasps when a grasp is clear and re-plans otherwise. Its labels
+  agree with the plan the student is conditioned on, and the mending happens at the plan's end,
+  where the student's ``grasp_check`` can see it (``configs/policy/clutter_plan_labeller.yaml``).
 
 Both return a one-element int64 array (the primitive index), which the plan-conditioned envs
 ``simroll/ClutterRetrieve{Easy,Medium,Hard}-v0`` take.
@@ -59,12 +60,16 @@ class ClosedLoopTeacher:
         max_pushes: int = 15,
         looks: bool = True,
         follow_plan: bool = False,
+        repair_pushes: int = 0,
     ):
         from simroll.experts.clutter import ClutterTeacher
 
         self.env = env
         self.looks = bool(looks)
         self.follow_plan = bool(follow_plan)
+        if not (isinstance(repair_pushes, int) and repair_pushes >= 0):
+            raise ValueError(f"repair_pushes must be an int >= 0, got {repair_pushes!r}")
+        self.repair_pushes = repair_pushes
         self.teacher = ClutterTeacher(beam=beam, max_pushes=max_pushes, tier=env.unwrapped.tier)
 
     def reset(self) -> None:
@@ -72,7 +77,7 @@ class ClosedLoopTeacher:
 
     def _planned_push(self, obs: dict[str, Any]) -> int | None:
         """The plan's next push when the plan's remaining pushes still end in a clear grasp from
-        the true state; None when the plan's pushes are spent or no longer work."""
+        the true state (within ``repair_pushes`` more); None when they are spent or fail."""
         if "plan_primitives" not in obs:
             raise ValueError(
                 "follow_plan needs the plan in the observation (plan_primitives, plan_length, "
@@ -85,7 +90,8 @@ class ClosedLoopTeacher:
         if not pushes:
             return None
         state = self.env.unwrapped.get_sim_state()
-        return pushes[0] if self.teacher.plan_holds(state, pushes) else None
+        holds = self.teacher.plan_holds(state, pushes, repair=self.repair_pushes)
+        return pushes[0] if holds else None
 
     def select_action(self, obs: dict[str, Any]) -> np.ndarray:
         if self.follow_plan:

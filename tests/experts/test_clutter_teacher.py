@@ -101,14 +101,16 @@ def test_the_labeller_never_looks():
 
 def test_the_plan_following_labeller_keeps_to_a_plan_that_still_works():
     """With ``follow_plan`` the labeller returns the nominal plan's pushes while they still end
-    in a clear grasp from the true state, and the teacher's own re-planned primitive once they
-    do not, or once the plan's pushes are spent."""
+    in a clear grasp from the true state (or, with ``repair_pushes``, in a state the search
+    clears within that many more), and the teacher's own re-planned primitive once they do not,
+    or once the plan's pushes are spent."""
     from simroll.policies.clutter import ClosedLoopTeacher
 
     env = gym.make("simroll/ClutterRetrieveMedium-v0", image_size=48)
     obs, _ = env.reset(seed=3)
     raw = env.unwrapped
     labeller = ClosedLoopTeacher(env, looks=False, follow_plan=True)
+    mending = ClosedLoopTeacher(env, looks=False, follow_plan=True, repair_pushes=2)
     teacher = labeller.teacher
     length = int(obs["plan_length"])
     plan = [int(p) for p in obs["plan_primitives"][:length]]
@@ -121,13 +123,19 @@ def test_the_plan_following_labeller_keeps_to_a_plan_that_still_works():
     spent = {**obs, "plan_step": np.array(length - 1)}  # only the grasp is left: re-plans
     assert int(labeller.select_action(spent)[0]) == teacher.label(raw)
 
-    failing = [p for p in range(16) if not teacher.plan_holds(state, [p])]
     replanned = teacher.label(raw)
-    bad = next(p for p in failing if p != replanned)
-    primitives = np.full_like(obs["plan_primitives"], -1)
-    primitives[:2] = [bad, GRASP]
-    wrong = {**obs, "plan_primitives": primitives, "plan_length": np.array(2)}
-    assert int(labeller.select_action(wrong)[0]) == replanned  # a plan that fails is left
+    failing = [p for p in range(16) if p != replanned and not teacher.plan_holds(state, [p])]
+    mendable = [p for p in failing if teacher.plan_holds(state, [p], repair=2)]
+    assert failing and mendable
+    for bad, expected in ((failing[0], None), (mendable[0], mendable[0])):
+        primitives = np.full_like(obs["plan_primitives"], -1)
+        primitives[:2] = [bad, GRASP]
+        wrong = {**obs, "plan_primitives": primitives, "plan_length": np.array(2)}
+        assert int(labeller.select_action(wrong)[0]) == replanned  # a failing plan is left
+        if expected is not None:  # ... unless two more pushes mend it at its end
+            assert int(mending.select_action(wrong)[0]) == expected
     with pytest.raises(ValueError, match="plan_primitives"):
         labeller.select_action({"objects": obs["objects"]})
+    with pytest.raises(ValueError, match="repair_pushes"):
+        ClosedLoopTeacher(env, follow_plan=True, repair_pushes=-1)
     env.close()

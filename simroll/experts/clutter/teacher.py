@@ -91,8 +91,9 @@ class ClutterTeacher:
             score, clear = math.inf, False
         return score, clear, raw.get_sim_state(), raw.block_poses()
 
-    def plan(self, state: dict[str, Any]) -> Plan:
-        """Pushes from ``state`` until a grasp is clear (or ``max_pushes``), then the grasp."""
+    def plan(self, state: dict[str, Any], max_pushes: int | None = None) -> Plan:
+        """Pushes from ``state`` until a grasp is clear (or ``max_pushes``, by default the
+        teacher's), then the grasp."""
         self._sim.load(state)
         score, clear = blockage(self._sim.unwrapped)
         if clear:
@@ -100,7 +101,7 @@ class ClutterTeacher:
         frontier = [(score, [], [], state)]
         best = frontier[0]
         simulated = 0
-        for _ in range(self.max_pushes):
+        for _ in range(self.max_pushes if max_pushes is None else max_pushes):
             children = []
             for _, pushes, poses, node in frontier:
                 for push in range(len(PUSHES)):
@@ -117,16 +118,21 @@ class ClutterTeacher:
         # no clear grasp within the budget: the best state found, then try the grasp anyway
         return Plan([*best[1], GRASP], best[2], False, simulated)
 
-    def plan_holds(self, state: dict[str, Any], pushes: list[int]) -> bool:
+    def plan_holds(self, state: dict[str, Any], pushes: list[int], repair: int = 0) -> bool:
         """Whether executing ``pushes`` from ``state`` (simulated in the search copy) ends in a
-        state with a clear grasp: the check by which a plan-following labeller keeps to a
-        nominal plan that still works from the true state."""
+        state with a clear grasp, or in one from which the search finds a clear grasp within
+        ``repair`` more pushes: the check by which a plan-following labeller keeps to a nominal
+        plan that still works from the true state (mended at its end, if need be)."""
         self._sim.load(state)
         for push in pushes:
             _, _, terminated, truncated, _ = self._sim.step(push)
             if terminated or truncated:
                 return False
-        return blockage(self._sim.unwrapped)[1]
+        if blockage(self._sim.unwrapped)[1]:
+            return True
+        if repair < 1:
+            return False
+        return self.plan(self._sim.unwrapped.get_sim_state(), max_pushes=repair).graspable
 
     def label(self, env: ClutterRetrieveEnv, obs: dict[str, Any] | None = None) -> int:
         """The closed-loop teacher's primitive in ``env``'s current (true) state."""
