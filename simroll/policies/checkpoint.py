@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import importlib
 import importlib.util
 import inspect
@@ -350,3 +351,27 @@ def validate_checkpoint(path: str | Path) -> CheckpointContents:
     for filename in PROCESSOR_FILES:
         _check_processor(path, filename, config)
     return CheckpointContents(path, config, read_env_record(path))
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """``path`` as given, or relative to the repository (shipped ``policies/``) if not found."""
+    path = Path(path)
+    if not path.exists() and not path.is_absolute():
+        shipped = Path(__file__).resolve().parents[2] / path
+        if shipped.exists():
+            return shipped
+    return path
+
+
+def weights_digest(path: str | Path) -> str | None:
+    """SHA-256 of the checkpoint's ``model.safetensors`` (at ``path`` as
+    :func:`resolve_checkpoint` finds it), None when there is none: what a run manifest records so
+    that a resume refuses other weights retrained at the same path."""
+    weights = resolve_checkpoint(path) / "model.safetensors"
+    if not weights.is_file():
+        return None
+    digest = hashlib.sha256()
+    with weights.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -42,6 +42,7 @@ from simroll.policies.checkpoint import (
     UntrustedCheckpointError,
     read_env_record,
     register_policy_types,
+    resolve_checkpoint,
     validate_checkpoint,
 )
 
@@ -190,16 +191,6 @@ class LeRobotPolicy:
         it, as on an episode's first step); the action queue is left as it is."""
         batch = self.preprocessor(self.batch(obs))
         return self._chunk(self._model_input([batch] * self._history.maxlen))
-
-
-def resolve_checkpoint(path: str | Path) -> Path:
-    """``path`` as given, or relative to the repository (shipped ``policies/``) if not found."""
-    path = Path(path)
-    if not path.exists() and not path.is_absolute():
-        shipped = Path(__file__).resolve().parents[2] / path
-        if shipped.exists():
-            return shipped
-    return path
 
 
 def _shape_hint(key: str, shape: tuple[int, ...]) -> str:

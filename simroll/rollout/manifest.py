@@ -33,6 +33,7 @@ from simroll.rollout.store import RECORDS_FILENAME
 MANIFEST_FILENAME = "manifest.json"
 SPECS_FILENAME = "specs.jsonl"
 MANIFEST_VERSION = 1
+WEIGHTS_KEY = "weights_sha256"  # beside a policy config's checkpoint ``path``: its weights' digest
 # The env config keys that determine an episode's outcome.
 ENV_OUTCOME_KEYS = (
     "suite",
@@ -114,12 +115,22 @@ def outcome_fingerprint(
 
     ``env`` is the env config (only :data:`ENV_OUTCOME_KEYS` count), ``policies`` maps a role
     (``policy``, ``reference``, ``candidates.<name>``) to the policy's (name, resolved config),
-    and ``settings`` are further outcome settings (``seed``, ``control_delay_steps``).
+    and ``settings`` are further outcome settings (``seed``, ``control_delay_steps``). A policy
+    loaded from a checkpoint directory (a ``path`` holding ``model.safetensors``) adds its
+    weights' SHA-256 as ``<role>.weights_sha256``: the same path retrained is another policy.
     """
+    from simroll.policies.checkpoint import weights_digest
+
     fingerprint: dict[str, Any] = {f"env.{key}": env[key] for key in ENV_OUTCOME_KEYS if key in env}
     for role, (name, config) in policies.items():
         fingerprint[role] = name
-        fingerprint.update(_flatten(config, f"{role}."))
+        flat = _flatten(config, f"{role}.")
+        fingerprint.update(flat)
+        for key, value in flat.items():  # a checkpoint's path, at any depth (a DAgger learner's)
+            if key.endswith(".path") and isinstance(value, str):
+                digest = weights_digest(value)
+                if digest is not None:
+                    fingerprint[key[: -len("path")] + WEIGHTS_KEY] = digest
     fingerprint.update(settings)
     return _canonical_value(fingerprint)
 
@@ -170,13 +181,25 @@ def _check_resume(
                 "testing its stored outcomes again under a new design voids the guarantee (the "
                 "design must be fixed before any outcome is seen); use a new output_dir"
             )
-    changes = describe_changes(existing.fingerprint, manifest.fingerprint)
+    new = dict(manifest.fingerprint)
+    unchecked = [
+        key for key in new if key.endswith("." + WEIGHTS_KEY) and key not in existing.fingerprint
+    ]
+    for key in unchecked:  # a run from before weight digests: its weights cannot be checked
+        del new[key]
+    changes = describe_changes(existing.fingerprint, new)
     if changes:
         raise ManifestError(
             f"output_dir {run_dir} was made with other settings: {changes}; use a new output_dir"
         )
+    weights_note = (
+        f"{run_dir} predates weight digests: the weights of {', '.join(sorted(unchecked))} "
+        "cannot be checked against its records; recording them now"
+        if unchecked
+        else None
+    )
     if existing.episodes == manifest.episodes:
-        return None
+        return weights_note
     if not episodes_may_change:
         raise ManifestError(
             f"output_dir {run_dir} was made with other settings: episodes {existing.episodes} -> "
@@ -187,7 +210,7 @@ def _check_resume(
     note += "episodes per (task, object, variation)"
     if verb == "shrinks":
         note += "; records beyond them are kept but not reported"
-    return note
+    return note if weights_note is None else f"{note}; {weights_note}"
 
 
 def describe_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:

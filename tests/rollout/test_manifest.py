@@ -166,3 +166,58 @@ def test_describe_changes_names_a_removed_group_once_and_cuts_long_lists():
     many_new = {f"k{i}": 1 for i in range(12)}
     assert describe_changes(many_old, many_new).endswith("and 4 more")
     assert describe_changes({"x": (1, 2)}, {"x": [1, 2]}) == ""
+
+
+def _checkpoint_manifest(path, episodes: int = 2) -> RunManifest:
+    learner = {"_target_": "mixing", "learner": {"path": str(path)}}
+    return RunManifest(
+        "eval",
+        outcome_fingerprint(
+            ENV,
+            {"policy": ("act", {"path": str(path)}), "candidates.dagger": ("mix", learner)},
+            seed=0,
+            control_delay_steps=0,
+        ),
+        episodes,
+    )
+
+
+def test_a_checkpoint_retrained_at_the_same_path_is_another_policy(tmp_path):
+    """The fingerprint holds the weights' digest beside every checkpoint path (at any depth),
+    so a resume after the weights at that path changed is refused instead of mixing them."""
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "model.safetensors").write_bytes(b"weights one")
+    run = tmp_path / "run"
+    first = _checkpoint_manifest(ckpt)
+    digests = {k: v for k, v in first.fingerprint.items() if k.endswith("weights_sha256")}
+    assert set(digests) == {"policy.weights_sha256", "candidates.dagger.learner.weights_sha256"}
+    start_run(run, first, specs(), episodes_may_change=True)
+    assert start_run(run, _checkpoint_manifest(ckpt), specs(), episodes_may_change=True) is None
+    (ckpt / "model.safetensors").write_bytes(b"weights two")
+    with pytest.raises(ManifestError, match="policy.weights_sha256"):
+        start_run(run, _checkpoint_manifest(ckpt), specs(), episodes_may_change=True)
+    no_weights = outcome_fingerprint(
+        ENV, {"policy": ("act", {"path": str(tmp_path / "none")})}, seed=0, control_delay_steps=0
+    )
+    assert not any(key.endswith("weights_sha256") for key in no_weights)
+
+
+def test_a_run_from_before_weight_digests_resumes_with_a_note(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "model.safetensors").write_bytes(b"weights")
+    run = tmp_path / "run"
+    current = _checkpoint_manifest(ckpt)
+    old = RunManifest(
+        "eval",
+        {k: v for k, v in current.fingerprint.items() if not k.endswith("weights_sha256")},
+        2,
+    )
+    start_run(run, old, specs(), episodes_may_change=True)
+    note = start_run(run, current, specs(), episodes_may_change=True)
+    assert "predates weight digests" in note and "policy.weights_sha256" in note
+    assert read_manifest(run).fingerprint == current.fingerprint  # recorded from now on
+    (ckpt / "model.safetensors").write_bytes(b"other weights")
+    with pytest.raises(ManifestError, match="weights_sha256"):
+        start_run(run, _checkpoint_manifest(ckpt), specs(), episodes_may_change=True)
