@@ -93,7 +93,7 @@ def resolve_policy(policy: Any, name: str | None = None) -> ResolvedPolicy:
     from hydra.utils import instantiate
 
     if isinstance(policy, Path) or (isinstance(policy, str) and ("/" in policy or policy == ".")):
-        from simroll.policies.lerobot import resolve_checkpoint
+        from simroll.policies.checkpoint import resolve_checkpoint
 
         path = resolve_checkpoint(policy)
         if not path.is_dir():

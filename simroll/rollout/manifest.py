@@ -116,8 +116,9 @@ def outcome_fingerprint(
     ``env`` is the env config (only :data:`ENV_OUTCOME_KEYS` count), ``policies`` maps a role
     (``policy``, ``reference``, ``candidates.<name>``) to the policy's (name, resolved config),
     and ``settings`` are further outcome settings (``seed``, ``control_delay_steps``). A policy
-    loaded from a checkpoint directory (a ``path`` holding ``model.safetensors``) adds its
-    weights' SHA-256 as ``<role>.weights_sha256``: the same path retrained is another policy.
+    loaded from a checkpoint directory (a ``path``, at any depth of its config, holding
+    ``model.safetensors``) adds its weights' SHA-256 beside that path (``<role>.weights_sha256``,
+    ``<role>.learner.weights_sha256``): the same path retrained is another policy.
     """
     from simroll.policies.checkpoint import weights_digest
 

@@ -39,8 +39,12 @@ def checkpoint_env(policy: Mapping[str, Any] | None) -> tuple[dict[str, Any], Pa
     """The env record of the checkpoint the policy config ``policy`` loads (empty when it loads
     none or the checkpoint has no record), the record's path, and whether the policy reads camera
     images."""
-    from simroll.policies.checkpoint import CONFIG_FILE, ENV_RECORD, read_env_record
-    from simroll.policies.lerobot import resolve_checkpoint
+    from simroll.policies.checkpoint import (
+        CONFIG_FILE,
+        ENV_RECORD,
+        read_env_record,
+        resolve_checkpoint,
+    )
 
     if not isinstance(policy, Mapping) or policy.get("_target_") != CHECKPOINT_LOADER:
         return {}, None, False
@@ -66,8 +70,7 @@ def cameras_read(policy: Mapping[str, Any] | None) -> tuple[str, ...] | None:
     """The cameras the checkpoint that ``policy`` loads reads (its ``input_features``), in the
     env's order; None when unknown (no checkpoint, or a config.json that cannot be read here: it
     is reported when the policy loads)."""
-    from simroll.policies.checkpoint import CONFIG_FILE
-    from simroll.policies.lerobot import resolve_checkpoint
+    from simroll.policies.checkpoint import CONFIG_FILE, resolve_checkpoint
 
     if not isinstance(policy, Mapping) or policy.get("_target_") != CHECKPOINT_LOADER:
         return None
