@@ -13,6 +13,12 @@
   plan's pushes are spent it grasps when a grasp is clear and re-plans otherwise. Its labels
   agree with the plan the student is conditioned on, and the mending happens at the plan's end,
   where the student's ``grasp_check`` can see it (``configs/policy/clutter_plan_labeller.yaml``).
+  With ``budget_aware=True`` it also keeps within the episode's budgets (TRACE's push travel and
+  primitive caps, which it reads from the env like the true state): it never labels a push the
+  budgets cannot pay for before the grasp, so it re-plans with at most the pushes left, and grasps
+  when none is left. A student that has wandered past its plan is then taught to grasp before the
+  budget ends its episode, instead of pushing until it does
+  (``configs/policy/clutter_budget_labeller.yaml``, the labeller of DAgger rounds).
 
 Both return a one-element int64 array (the primitive index), which the plan-conditioned envs
 ``simroll/ClutterRetrieve{Easy,Medium,Hard}-v0`` take.
@@ -20,11 +26,13 @@ Both return a one-element int64 array (the primitive index), which the plan-cond
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
+from simroll.envs.clutter.primitives import PUSH_LENGTH
 from simroll.features import GRASP_PRIMITIVE as GRASP
 
 
@@ -61,6 +69,7 @@ class ClosedLoopTeacher:
         looks: bool = True,
         follow_plan: bool = False,
         repair_pushes: int = 0,
+        budget_aware: bool = False,
     ):
         from simroll.experts.clutter import ClutterTeacher
 
@@ -70,14 +79,32 @@ class ClosedLoopTeacher:
         if not (isinstance(repair_pushes, int) and repair_pushes >= 0):
             raise ValueError(f"repair_pushes must be an int >= 0, got {repair_pushes!r}")
         self.repair_pushes = repair_pushes
+        self.budget_aware = bool(budget_aware)
         self.teacher = ClutterTeacher(beam=beam, max_pushes=max_pushes, tier=env.unwrapped.tier)
 
     def reset(self) -> None:
         self.teacher.reset()
 
-    def _planned_push(self, obs: dict[str, Any]) -> int | None:
+    def pushes_left(self) -> int | None:
+        """Pushes the episode's budgets still pay for with the grasp after them (None when the
+        env sets no budget): whole ``PUSH_LENGTH`` pushes within the travel left, and one
+        primitive kept for the grasp."""
+        env = self.env
+        left: float = math.inf
+        max_travel = env.get_wrapper_attr("max_travel")
+        if max_travel is not None:
+            travel = float(env.get_wrapper_attr("_travel"))
+            left = math.floor(max(0.0, max_travel - travel) / PUSH_LENGTH + 1e-9)
+        max_primitives = env.get_wrapper_attr("max_primitives")
+        if max_primitives is not None:
+            used = int(env.get_wrapper_attr("_primitives"))
+            left = min(left, max(0, max_primitives - used - 1))
+        return None if math.isinf(left) else int(left)
+
+    def _planned_push(self, obs: dict[str, Any], left: int | None = None) -> int | None:
         """The plan's next push when the plan's remaining pushes still end in a clear grasp from
-        the true state (within ``repair_pushes`` more); None when they are spent or fail."""
+        the true state (within ``repair_pushes`` more, and within ``left`` pushes in all when
+        given); None when they are spent, fail or cost more than is left."""
         if "plan_primitives" not in obs:
             raise ValueError(
                 "follow_plan needs the plan in the observation (plan_primitives, plan_length, "
@@ -87,17 +114,23 @@ class ClosedLoopTeacher:
         plan = np.asarray(obs["plan_primitives"]).reshape(-1)
         length, step = int(np.asarray(obs["plan_length"])), int(np.asarray(obs["plan_step"]))
         pushes = [int(p) for p in plan[step:length] if int(p) != GRASP]
-        if not pushes:
+        if not pushes or (left is not None and len(pushes) > left):
             return None
+        repair = self.repair_pushes if left is None else min(self.repair_pushes, left - len(pushes))
         state = self.env.unwrapped.get_sim_state()
-        holds = self.teacher.plan_holds(state, pushes, repair=self.repair_pushes)
+        holds = self.teacher.plan_holds(state, pushes, repair=repair)
         return pushes[0] if holds else None
 
     def select_action(self, obs: dict[str, Any]) -> np.ndarray:
+        left = self.pushes_left() if self.budget_aware else None
+        if left == 0:  # the budgets pay for no push: the grasp is the best left
+            self.teacher.note_action(GRASP)
+            return np.array([GRASP], dtype=np.int64)
         if self.follow_plan:
-            push = self._planned_push(obs)
+            push = self._planned_push(obs, left)
             if push is not None:
-                self.teacher._last_action = push
+                self.teacher.note_action(push)
                 return np.array([push], dtype=np.int64)
         seen = obs if self.looks else None  # without looks it acts on the true state alone
-        return np.array([self.teacher.label(self.env.unwrapped, seen)], dtype=np.int64)
+        action = self.teacher.label(self.env.unwrapped, seen, max_pushes=left)
+        return np.array([action], dtype=np.int64)

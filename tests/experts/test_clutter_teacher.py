@@ -139,3 +139,36 @@ def test_the_plan_following_labeller_keeps_to_a_plan_that_still_works():
     with pytest.raises(ValueError, match="repair_pushes"):
         ClosedLoopTeacher(env, follow_plan=True, repair_pushes=-1)
     env.close()
+
+
+def test_the_budget_aware_labeller_keeps_within_the_budgets():
+    """With ``budget_aware`` the labeller counts the pushes the episode's travel and primitive
+    budgets still pay for before the grasp: it grasps when none is left and re-plans with at most
+    those left, leaving a nominal plan that needs more."""
+    from simroll.envs.clutter.primitives import PUSH_LENGTH
+    from simroll.policies.clutter import ClosedLoopTeacher
+
+    env = gym.make("simroll/ClutterRetrieveMedium-v0", image_size=48)
+    obs, _ = env.reset(seed=4)  # a plan of 3 pushes
+    raw = env.unwrapped
+    labeller = ClosedLoopTeacher(env, looks=False, follow_plan=True, budget_aware=True)
+    teacher = labeller.teacher
+    length = int(obs["plan_length"])
+    # TRACE's budgets: plan length x 4 cm + 15 cm of travel pays for 3 pushes past the plan's
+    assert labeller.pushes_left() == length - 1 + 4
+    max_travel = env.get_wrapper_attr("max_travel")
+    plan = [int(p) for p in obs["plan_primitives"][:length]]
+    assert plan[0] != GRASP and int(labeller.select_action(obs)[0]) == plan[0]
+
+    env.set_wrapper_attr("_travel", max_travel - 0.5 * PUSH_LENGTH)  # not one more push
+    assert labeller.pushes_left() == 0
+    assert int(labeller.select_action(obs)[0]) == GRASP
+    env.set_wrapper_attr("_travel", max_travel - 1.5 * PUSH_LENGTH)  # one push left
+    assert labeller.pushes_left() == 1
+    one = teacher.plan(raw.get_sim_state(), max_pushes=1).primitives[0]
+    assert length - 1 > 1  # the plan needs more than is left: re-planned within the budget
+    assert int(labeller.select_action(obs)[0]) == one
+    env.set_wrapper_attr("_travel", 0.0)
+    env.set_wrapper_attr("_primitives", env.get_wrapper_attr("max_primitives") - 1)
+    assert labeller.pushes_left() == 0  # the last primitive is the grasp's
+    env.close()

@@ -134,8 +134,19 @@ class ClutterTeacher:
             return False
         return self.plan(self._sim.unwrapped.get_sim_state(), max_pushes=repair).graspable
 
-    def label(self, env: ClutterRetrieveEnv, obs: dict[str, Any] | None = None) -> int:
-        """The closed-loop teacher's primitive in ``env``'s current (true) state."""
+    def note_action(self, action: int) -> None:
+        """Record a primitive chosen for this teacher's episode outside :meth:`label` (a
+        plan-following labeller's), so the next look decision knows the last primitive."""
+        self._last_action = int(action)
+
+    def label(
+        self,
+        env: ClutterRetrieveEnv,
+        obs: dict[str, Any] | None = None,
+        max_pushes: int | None = None,
+    ) -> int:
+        """The closed-loop teacher's primitive in ``env``'s current (true) state, re-planning
+        with at most ``max_pushes`` pushes (by default the teacher's own limit)."""
         if obs is not None and "objects" in obs and self._last_action != LOOK:
             objects = np.asarray(obs["objects"])
             truth = env.block_poses()
@@ -143,7 +154,7 @@ class ClutterTeacher:
             if not objects[near, VISIBLE].all():
                 self._last_action = LOOK
                 return LOOK
-        action = self.plan(env.get_sim_state()).primitives[0]
+        action = self.plan(env.get_sim_state(), max_pushes=max_pushes).primitives[0]
         self._last_action = action
         return action
 
