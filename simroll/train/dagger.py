@@ -23,9 +23,10 @@ success rate with 95% intervals, the labels added and the training losses go to
 
 A killed run resumes: a finished stage is found on disk and kept (rollouts resume through the
 evaluation's own run directory; a joined dataset and a training run count once their summaries
-exist). The settings that change what a round produces are stored in ``dagger_config.json``; a
-resume with different ones is refused, except that ``rounds`` may grow (more rounds continue the
-same run).
+exist). The settings that change what a round produces are stored in ``dagger_config.json``
+(``init_from`` with the SHA-256 of its weights, so weights retrained at the same path count as
+different); a resume with different ones is refused, except that ``rounds`` may grow (more
+rounds continue the same run).
 """
 
 from __future__ import annotations
@@ -40,9 +41,11 @@ from pathlib import Path
 from typing import Any
 
 from simroll.io import write_json_atomic
+from simroll.policies.checkpoint import weights_digest
 from simroll.train.trainer import TrainConfig, TrainingDataError, dataset_env, train
 
 CONFIG_FILE = "dagger_config.json"
+INIT_DIGEST = "init_from_weights_sha256"  # beside init_from in a run's fingerprint
 METRICS_FILE = "dagger.json"
 PLOT_FILE = "dagger.png"
 COLLECT_RECORD = Path("meta") / "simroll_collect.yaml"
@@ -119,6 +122,9 @@ class DaggerConfig:
                 "steps",
             )
         }
+        # the path alone would let weights retrained at init_from join the stored rounds
+        init_from = train_config.init_from
+        trained[INIT_DIGEST] = None if init_from is None else weights_digest(init_from)
         return {"dagger": mine, "train": json.loads(json.dumps(trained))}
 
 
@@ -198,10 +204,18 @@ def _train_once(config: TrainConfig, progress: bool, echo: Callable[..., None]) 
     }
 
 
-def _check_resume(output_dir: Path, fingerprint: dict[str, Any]) -> None:
+def _check_resume(
+    output_dir: Path, fingerprint: dict[str, Any], echo: Callable[..., None] = print
+) -> None:
     path = output_dir / CONFIG_FILE
     if path.is_file():
         stored = json.loads(path.read_text())
+        if INIT_DIGEST not in stored.get("train", {}) and "train" in stored:
+            # a run from before the digest was fingerprinted: adopted, its digest recorded now
+            stored["train"][INIT_DIGEST] = fingerprint["train"][INIT_DIGEST]
+            if stored == fingerprint:
+                echo(f"note: {path} predates init_from's weights digest; recording it now")
+                write_json_atomic(path, fingerprint)
         if stored != fingerprint:
             changed = sorted(
                 f"{section}.{key}"
@@ -249,7 +263,7 @@ def run_dagger(
         rigid_twin=dagger.rigid_twin,
     )
     output_dir.mkdir(parents=True, exist_ok=True)
-    _check_resume(output_dir, dagger.fingerprint(train_config))
+    _check_resume(output_dir, dagger.fingerprint(train_config), echo)
     metrics_path = output_dir / METRICS_FILE
     metrics: dict[str, Any] = {
         "config": {**dagger.fingerprint(train_config), "rounds": dagger.rounds},

@@ -225,3 +225,33 @@ def test_a_round_on_the_vector_backend_gives_the_same_labelled_episodes(collecte
         assert added == 2
     assert len(outcomes["local"]) == 2 and outcomes["local"] == outcomes["vector"]
     np.testing.assert_array_equal(labels["local"], labels["vector"])
+
+
+def test_a_resume_refuses_other_weights_at_init_from(tmp_path):
+    """The fingerprint carries init_from's weights digest beside its path: weights retrained at
+    the same path are refused; a run stored before the digest was recorded is adopted."""
+    from simroll.train.dagger import INIT_DIGEST, _check_resume
+
+    checkpoint = tmp_path / "ckpt"
+    checkpoint.mkdir()
+    (checkpoint / "model.safetensors").write_bytes(b"weights one")
+    out = tmp_path / "run"
+    out.mkdir()
+    train_config, dagger = _configs(tmp_path / "data", out)
+    train_config.init_from = str(checkpoint)
+    first = dagger.fingerprint(train_config)
+    assert len(first["train"][INIT_DIGEST]) == 64
+    _check_resume(out, first, echo=lambda *a: None)
+    _check_resume(out, dagger.fingerprint(train_config), echo=lambda *a: None)  # same: fine
+
+    (checkpoint / "model.safetensors").write_bytes(b"weights two")
+    with pytest.raises(DaggerError, match=f"train.{INIT_DIGEST}"):
+        _check_resume(out, dagger.fingerprint(train_config), echo=lambda *a: None)
+
+    older = {**first, "train": {k: v for k, v in first["train"].items() if k != INIT_DIGEST}}
+    (out / "dagger_config.json").write_text(json.dumps(older))
+    (checkpoint / "model.safetensors").write_bytes(b"weights one")
+    notes = []
+    _check_resume(out, dagger.fingerprint(train_config), echo=notes.append)
+    assert notes and "predates" in notes[0]
+    assert json.loads((out / "dagger_config.json").read_text()) == first
