@@ -201,6 +201,11 @@ class ClutterRetrieveEnv(SoftTaskEnv):
                 for i in range(BLOCKS)
             ]
         )
+        bodies = self._block_bodies
+        contiguous = bool((np.diff(bodies) == 1).all())
+        # the bodies' rows in data.xpos/xmat: a slice (a view, cheaper every step) when they are
+        # consecutive, as the scene builds them
+        self._block_rows = slice(bodies[0], bodies[-1] + 1) if contiguous else bodies
         # free-joint qpos address per block; -1 for a flexcomp target (its vertices slide)
         self._block_qpos = np.array(
             [
@@ -254,9 +259,9 @@ class ClutterRetrieveEnv(SoftTaskEnv):
         """True ``x, y, z, yaw`` of every block (target first), shape (11, 4); a flexcomp
         target's are its vertices' centroid and their rotation from the authored rest shape."""
         out = np.empty((BLOCKS, 4))
-        out[:, :3] = self.data.xpos[self._block_bodies]
-        mats = self.data.xmat[self._block_bodies].reshape(BLOCKS, 3, 3)
-        out[:, 3] = np.arctan2(mats[:, 1, 0], mats[:, 0, 0])
+        out[:, :3] = self.data.xpos[self._block_rows]
+        mats = self.data.xmat[self._block_rows]  # row-major 3x3: [3] is m10, [0] is m00
+        out[:, 3] = np.arctan2(mats[:, 3], mats[:, 0])
         if self.soft_target:
             out[0, :3] = self.object_center()
             out[0, 3] = self.object_yaw()
