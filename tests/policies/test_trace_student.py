@@ -128,3 +128,34 @@ def test_lerobot_resolves_the_student_through_the_plugin():
     assert isinstance(config, TraceStudentConfig)
     with pytest.raises(ValueError, match="observation.objects"):
         config.validate_features()  # no dataset features yet: it names what it reads
+
+
+def test_the_grasp_gate_holds_a_grasp_the_check_does_not_clear(trained):
+    """With ``grasp_gate`` a most-likely grasp becomes the most likely other primitive unless
+    the observation's grasp_check is clear or the travel budget pays for no more push."""
+    from simroll.features import GRASP_PRIMITIVE as GRASP
+    from simroll.policies.trace.modeling_trace import TraceStudentPolicy
+
+    path, _ = trained
+    config = TraceStudentConfig.from_pretrained(path)
+    config.grasp_gate = True
+    policy = TraceStudentPolicy(config)
+    logits = torch.zeros(4, config.n_primitives)
+    logits[:, GRASP], logits[:, 5] = 2.0, 1.0  # grasp first, push 5 second
+    batch = {
+        "observation.grasp_check": [[1, 0.01, 0], [0, 0, 0.01], [0, 0, 0.01], [0, 0, 0.01]],
+        "observation.plan_length": [3, 3, 3, 3],
+        # spare pushes: the plan's 2 pushes + 4 the budget pays for beyond them
+        "observation.plan_step": [2, 2, 6, 5],
+    }
+    batch = {key: torch.tensor(value).float()[:, None] for key, value in batch.items()}
+    chosen = policy.choose(logits, batch).tolist()
+    assert chosen == [GRASP, 5, GRASP, 5]  # clear / held / budget spent / one push left
+    config.grasp_gate = False
+    assert TraceStudentPolicy(config).choose(logits, batch).tolist() == [GRASP] * 4
+
+    blind = TraceStudentConfig.from_pretrained(path)
+    blind.grasp_gate = True
+    blind.input_features.pop("observation.grasp_check")
+    with pytest.raises(ValueError, match="grasp_gate needs observation.grasp_check"):
+        TraceStudentPolicy(blind)

@@ -45,6 +45,13 @@ class TraceStudentConfig(PreTrainedConfig):
     trunk_dim: int = 256
     gru_dim: int = 256
     dropout: float = 0.1
+    # inference only: the grasp is taken only when the observation's grasp_check finds a clear
+    # yaw, or when the travel budget leaves no push (see TraceStudentPolicy.choose); otherwise
+    # the most likely push. Needs observation.grasp_check among the input features.
+    grasp_gate: bool = False
+    # whole 4 cm pushes TRACE's travel budget (plan length x 4 cm + 15 cm) pays for beyond the
+    # plan's own pushes: its grasp's 4 cm and 15 cm more
+    budget_spare_pushes: int = 4
 
     normalization_mapping: dict[str, NormalizationMode] = field(
         default_factory=lambda: {
@@ -64,6 +71,12 @@ class TraceStudentConfig(PreTrainedConfig):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        if not isinstance(self.grasp_gate, bool):
+            raise ValueError(f"grasp_gate must be true or false, got {self.grasp_gate!r}")
+        if not isinstance(self.budget_spare_pushes, int) or self.budget_spare_pushes < 0:
+            raise ValueError(
+                f"budget_spare_pushes must be an integer >= 0, got {self.budget_spare_pushes!r}"
+            )
         if self.chunk_size != 1 or self.n_action_steps != 1:
             raise ValueError("the TRACE student chooses one primitive per step (chunk_size 1)")
 

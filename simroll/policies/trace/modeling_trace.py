@@ -26,7 +26,7 @@ from lerobot.policies.pretrained import PreTrainedPolicy
 from lerobot.utils.constants import ACTION, OBS_STATE
 from torch import Tensor, nn
 
-from simroll.features import GRASP_CHECK_KEY, OBJECTS_KEY, PLAN_KEYS
+from simroll.features import GRASP_CHECK_KEY, GRASP_PRIMITIVE, OBJECTS_KEY, PLAN_KEYS
 from simroll.policies.trace.configuration_trace import TraceStudentConfig
 
 OBJECT_FIELDS = 7  # x, y, z, yaw, visible, staleness, seen (simroll.envs.clutter.retrieve)
@@ -153,6 +153,11 @@ class TraceStudentPolicy(PreTrainedPolicy):
         config.validate_features()
         self.config = config
         self.model = TraceStudentModel(config)
+        if config.grasp_gate and not self.model.reads_grasp_check:
+            raise ValueError(
+                f"grasp_gate needs {GRASP_CHECK_KEY} among the input features; this "
+                f"checkpoint reads {sorted(config.input_features)}"
+            )
         self.reset()
 
     def get_optim_params(self):
@@ -174,18 +179,39 @@ class TraceStudentPolicy(PreTrainedPolicy):
             for key in step
         }
 
+    def choose(self, logits: Tensor, batch: dict[str, Any]) -> Tensor:
+        """The primitive (B,) from the logits after a stacked observation history: the most
+        likely one; with ``grasp_gate`` the grasp only where the last observation's
+        ``grasp_check`` finds a clear yaw or the travel budget pays for no more push (the plan's
+        pushes plus ``budget_spare_pushes``, one per step so far), else the most
+        likely other primitive. The gate is the grasp primitive's own precondition, read from
+        the detections the student sees: the network learns when to grasp from a labeller that
+        judges by the true state, which a check on the detections cannot always follow."""
+        choice = logits.argmax(dim=-1)
+        if not self.config.grasp_gate:
+            return choice
+        check = batch[GRASP_CHECK_KEY][:, -1].reshape(logits.shape[0], -1)
+        length = batch[PLAN_KEYS["plan_length"]][:, -1].reshape(-1).float()
+        step = batch[PLAN_KEYS["plan_step"]][:, -1].reshape(-1).float()
+        spent = step >= length - 1 + self.config.budget_spare_pushes
+        allowed = (check[:, 0] > 0.5) | spent
+        others = logits.clone()
+        others[:, GRASP_PRIMITIVE] = -torch.inf
+        return torch.where((choice == GRASP_PRIMITIVE) & ~allowed, others.argmax(dim=-1), choice)
+
     @torch.no_grad()
     def predict_action_chunk(self, batch: dict[str, Any], **kwargs: Any) -> Tensor:
-        """The most likely primitive (B, 1, 1) from a stacked observation history."""
+        """The chosen primitive (B, 1, 1) from a stacked observation history."""
         self.eval()
-        return self.model(batch).argmax(dim=-1).float()[:, None, None]
+        return self.choose(self.model(batch), batch).float()[:, None, None]
 
     @torch.no_grad()
     def select_action(self, batch: dict[str, Any], **kwargs: Any) -> Tensor:
         """The next primitive (B, 1) from this observation and the ones before it."""
         if self.training:
             self.eval()
-        return self.model(self._stacked(batch)).argmax(dim=-1).float()[:, None]
+        stacked = self._stacked(batch)
+        return self.choose(self.model(stacked), stacked).float()[:, None]
 
     def forward(self, batch: dict[str, Any]) -> tuple[Tensor, dict[str, float]]:
         """Cross-entropy of the logits against the labelled primitive."""
