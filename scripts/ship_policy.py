@@ -157,6 +157,20 @@ def data_source(dataset: Path) -> str:
     )
 
 
+def config_defaults(policy_type: str) -> dict:
+    """The fields of the policy type's config class with their defaults (None where a field
+    has a factory)."""
+    import dataclasses
+
+    from lerobot.configs.policies import PreTrainedConfig
+
+    from simroll.policies.lerobot import register_policy_types
+
+    register_policy_types()
+    fields = dataclasses.fields(PreTrainedConfig.get_choice_class(policy_type))
+    return {f.name: (None if f.default is dataclasses.MISSING else f.default) for f in fields}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", required=True, type=Path)
@@ -201,10 +215,15 @@ def main() -> None:
         settings[key] = json.loads(value)
 
     config = json.loads((args.checkpoint / "config.json").read_text())
-    unknown = [key for key in settings if key not in config]
+    # a setting the checkpoint predates is a field of its config class, at the field's default
+    defaults = config_defaults(config["type"])
+    unknown = [key for key in settings if key not in config and key not in defaults]
     if unknown:  # checked before anything in policies/ is replaced
-        parser.error(f"--inference keys {unknown} are not in {args.checkpoint / 'config.json'}")
-    trained_with = {key: config[key] for key in settings}
+        parser.error(
+            f"--inference keys {unknown} are not in {args.checkpoint / 'config.json'} nor "
+            f"fields of the {config['type']!r} config"
+        )
+    trained_with = {key: config.get(key, defaults.get(key)) for key in settings}
     config.update(settings)
     metrics = json.loads((args.train_run / "metrics.json").read_text())
     recipe = json.loads((args.train_run / "train_config.json").read_text())

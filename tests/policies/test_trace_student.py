@@ -159,3 +159,16 @@ def test_the_grasp_gate_holds_a_grasp_the_check_does_not_clear(trained):
     blind.input_features.pop("observation.grasp_check")
     with pytest.raises(ValueError, match="grasp_gate needs observation.grasp_check"):
         TraceStudentPolicy(blind)
+
+
+def test_the_shipped_student_loads_gated_and_runs_an_episode():
+    """policies/trace_clutter_dagger (policy=trace_student's checkpoint) loads with its grasp
+    gate on and plays a scene to its end without error."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "policies" / "trace_clutter_dagger"
+    assert TraceStudentConfig.from_pretrained(path).grasp_gate is True
+    config = EnvConfig(obs_mode="full", gripper_mode="delta", image_size=96)
+    record = run_episode(spec(11), lambda env: load_policy(env, path), env_config=config)
+    assert record.error is None and record.steps >= 1
+    assert record.termination_reason in ("success", "grasp_failed", "budget")

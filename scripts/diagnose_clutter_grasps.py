@@ -1,0 +1,129 @@
+"""Why a clutter student's grasps fail: re-runs its failed grasps with the truth logged.
+
+From a ``bench_clutter.py`` runs directory, takes the scenes where the student (``--student``,
+a run name under ``--runs``) ended with ``grasp_failed`` while the reference (``--reference``,
+by default the plan-following labeller) succeeded, re-runs the first ``--episodes`` of them
+with the student's checkpoint (same specs, same env settings as the benchmark, local backend)
+and logs, at every grasp the student takes, what the observation's ``grasp_check`` said and
+whether the grasp was clear in the true state (the teacher's own test,
+:func:`simroll.experts.clutter.teacher.blockage`). Writes the per-episode rows and the counts to
+``--out`` (JSON, atomically) and prints the counts.
+
+Run: ``python scripts/diagnose_clutter_grasps.py --runs runs/clutter100 --student
+trace_budget_dagger --checkpoint runs/trace_budget_dagger/round_03/train/checkpoints/last
+--episodes 20 --out benchmarks/results/clutter_grasp_diagnosis.json`` (about 2 minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+
+def failed_grasps(runs: Path, student: str, reference: str) -> list[dict[str, Any]]:
+    """Specs (as stored) the student failed by its grasp and the reference retrieved."""
+
+    def load(name: str) -> dict[str, dict[str, Any]]:
+        path = runs / name / "records.jsonl"
+        if not path.is_file():
+            raise SystemExit(f"no records at {path}: run bench_clutter.py with {name} first")
+        rows = (json.loads(line) for line in path.read_text().splitlines() if line.strip())
+        return {json.dumps(row["spec"], sort_keys=True): row for row in rows}
+
+    mine, theirs = load(student), load(reference)
+    return [
+        row["spec"]
+        for key, row in mine.items()
+        if row["termination_reason"] == "grasp_failed" and theirs.get(key, {}).get("success")
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=Path, required=True)
+    parser.add_argument("--student", required=True, help="the student's run name under --runs")
+    parser.add_argument("--checkpoint", type=Path, required=True)
+    parser.add_argument("--reference", default="plan_labeller")
+    parser.add_argument("--episodes", type=int, default=20)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    if args.episodes < 1:
+        parser.error(f"--episodes must be >= 1, got {args.episodes}")
+
+    import numpy as np
+
+    from simroll.experts.clutter.teacher import blockage
+    from simroll.features import GRASP_PRIMITIVE
+    from simroll.io import write_json_atomic
+    from simroll.policies.lerobot import load_policy
+    from simroll.rollout.episode import EnvConfig, EpisodeObserver, run_episode
+    from simroll.rollout.records import EpisodeSpec
+
+    class GraspLog(EpisodeObserver):
+        """At every step, the observation the action was chosen on and the true clearness."""
+
+        def on_reset(self, env, obs, info, policy):
+            self.before = (obs, blockage(env.unwrapped)[1])
+            self.grasps: list[dict[str, Any]] = []
+
+        def on_step(self, env, obs, info, action):
+            seen, clear = self.before
+            if int(np.asarray(action).reshape(-1)[0]) == GRASP_PRIMITIVE:
+                check = np.asarray(seen["grasp_check"], dtype=float)
+                self.grasps.append(
+                    {
+                        "plan_step": int(seen["plan_step"]),
+                        "plan_length": int(seen["plan_length"]),
+                        "check_clear": bool(check[0] > 0.5),
+                        "true_clear": bool(clear),
+                    }
+                )
+            self.before = (obs, blockage(env.unwrapped)[1])
+
+    specs = failed_grasps(args.runs, args.student, args.reference)[: args.episodes]
+    config = EnvConfig(obs_mode="full", gripper_mode="delta", image_size=96)  # bench_clutter's
+    rows = []
+    for stored in specs:
+        spec = EpisodeSpec(**stored)
+        log = GraspLog()
+        record = run_episode(
+            spec, lambda env: load_policy(env, args.checkpoint), env_config=config, observers=[log]
+        )
+        rows.append(
+            {
+                "spec": stored,
+                "success": record.success,
+                "termination_reason": record.termination_reason,
+                "grasps": log.grasps,
+            }
+        )
+    last = [row["grasps"][-1] for row in rows if row["grasps"]]
+    counts = {
+        "episodes": len(rows),
+        "ended_by_failed_grasp": sum(r["termination_reason"] == "grasp_failed" for r in rows),
+        "grasps_check_not_clear": sum(not g["check_clear"] for g in last),
+        "of_which_truly_not_clear": sum(not g["check_clear"] and not g["true_clear"] for g in last),
+        "grasps_check_clear": sum(g["check_clear"] for g in last),
+        "of_which_truly_clear": sum(g["check_clear"] and g["true_clear"] for g in last),
+    }
+    payload = {
+        "command": "python scripts/diagnose_clutter_grasps.py " + " ".join(argv or sys.argv[1:]),
+        "student": args.student,
+        "checkpoint": str(args.checkpoint),
+        "reference": args.reference,
+        "counts": counts,
+        "episodes": rows,
+    }
+    write_json_atomic(args.out, payload)
+    print(json.dumps(counts, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
