@@ -97,17 +97,22 @@ class TactileSensor:
             return TactileReading(force.astype(np.float32), markers.astype(np.float32), net, 0)
         contacts = data.contact
         geoms = contacts.geom
-        on_pad = (geoms == self.pad_geoms[0]) | (geoms == self.pad_geoms[1])
-        if not on_pad.any():  # most steps: the pads touch nothing (the cheapest test first)
+        # per contact, whether either side is the pad / the object: column tests, which are
+        # cheaper on these short arrays than any(axis=1)
+        first, second = geoms[:, 0], geoms[:, 1]
+        on_pads = [(first == pad) | (second == pad) for pad in self.pad_geoms]
+        if not (on_pads[0].any() or on_pads[1].any()):  # most steps: the pads touch nothing
             return TactileReading(force.astype(np.float32), markers.astype(np.float32), net, 0)
         if self.flex >= 0:
-            on_object = (contacts.flex == self.flex).any(axis=1)
+            flexes = contacts.flex
+            on_object = (flexes[:, 0] == self.flex) | (flexes[:, 1] == self.flex)
         else:
-            on_object = (geoms == self.object_geom).any(axis=1)
-        if not (on_object & on_pad.any(axis=1)).any():  # the pads touch something else
+            on_object = (first == self.object_geom) | (second == self.object_geom)
+        touching = [on_object & on_pad for on_pad in on_pads]
+        if not (touching[0].any() or touching[1].any()):  # the pads touch something else
             return TactileReading(force.astype(np.float32), markers.astype(np.float32), net, 0)
         for finger, pad in enumerate(self.pad_geoms):
-            index = np.flatnonzero(on_object & (geoms == pad).any(axis=1))
+            index = np.flatnonzero(touching[finger])
             if index.size == 0:
                 continue
             count += index.size
