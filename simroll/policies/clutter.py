@@ -32,7 +32,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from simroll.envs.clutter.primitives import PUSH_LENGTH
 from simroll.features import GRASP_PRIMITIVE as GRASP
 
 
@@ -89,6 +88,8 @@ class ClosedLoopTeacher:
         """Pushes the episode's budgets still pay for with the grasp after them (None when the
         env sets no budget): whole ``PUSH_LENGTH`` pushes within the travel left, and one
         primitive kept for the grasp."""
+        from simroll.envs.clutter.primitives import PUSH_LENGTH  # policies import no env module
+
         env = self.env
         left: float = math.inf
         max_travel = env.get_wrapper_attr("max_travel")
