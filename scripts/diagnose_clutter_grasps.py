@@ -26,21 +26,24 @@ from typing import Any
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 
-def failed_grasps(runs: Path, student: str, reference: str) -> list[dict[str, Any]]:
-    """Specs (as stored) the student failed by its grasp and the reference retrieved."""
+def failed_grasps(runs: Path, student: str, reference: str) -> list:
+    """Specs the student failed by its grasp and the reference retrieved, from the runs'
+    record stores (:class:`simroll.rollout.store.RecordStore`, which validates every row)."""
+    from simroll.rollout.store import RECORDS_FILENAME, RecordStore
 
-    def load(name: str) -> dict[str, dict[str, Any]]:
-        path = runs / name / "records.jsonl"
-        if not path.is_file():
-            raise SystemExit(f"no records at {path}: run bench_clutter.py with {name} first")
-        rows = (json.loads(line) for line in path.read_text().splitlines() if line.strip())
-        return {json.dumps(row["spec"], sort_keys=True): row for row in rows}
+    def load(name: str) -> dict:
+        if not (runs / name / RECORDS_FILENAME).is_file():
+            raise SystemExit(
+                f"no records at {runs / name / RECORDS_FILENAME}: run bench_clutter.py with "
+                f"{name} first"
+            )
+        return RecordStore(runs / name).load().records
 
     mine, theirs = load(student), load(reference)
     return [
-        row["spec"]
-        for key, row in mine.items()
-        if row["termination_reason"] == "grasp_failed" and theirs.get(key, {}).get("success")
+        record.spec
+        for key, record in mine.items()
+        if record.termination_reason == "grasp_failed" and key in theirs and theirs[key].success
     ]
 
 
@@ -63,7 +66,6 @@ def main(argv: list[str] | None = None) -> int:
     from simroll.io import write_json_atomic
     from simroll.policies.lerobot import load_policy
     from simroll.rollout.episode import EnvConfig, EpisodeObserver, run_episode
-    from simroll.rollout.records import EpisodeSpec
 
     class GraspLog(EpisodeObserver):
         """At every step, the observation the action was chosen on and the true clearness."""
@@ -89,15 +91,14 @@ def main(argv: list[str] | None = None) -> int:
     specs = failed_grasps(args.runs, args.student, args.reference)[: args.episodes]
     config = EnvConfig(obs_mode="full", gripper_mode="delta", image_size=96)  # bench_clutter's
     rows = []
-    for stored in specs:
-        spec = EpisodeSpec(**stored)
+    for spec in specs:
         log = GraspLog()
         record = run_episode(
             spec, lambda env: load_policy(env, args.checkpoint), env_config=config, observers=[log]
         )
         rows.append(
             {
-                "spec": stored,
+                "spec": spec.to_dict(),
                 "success": record.success,
                 "termination_reason": record.termination_reason,
                 "grasps": log.grasps,

@@ -263,10 +263,11 @@ def run_dagger(
         rigid_twin=dagger.rigid_twin,
     )
     output_dir.mkdir(parents=True, exist_ok=True)
-    _check_resume(output_dir, dagger.fingerprint(train_config), echo)
+    fingerprint = dagger.fingerprint(train_config)  # hashes init_from's weights: once
+    _check_resume(output_dir, fingerprint, echo)
     metrics_path = output_dir / METRICS_FILE
     metrics: dict[str, Any] = {
-        "config": {**dagger.fingerprint(train_config), "rounds": dagger.rounds},
+        "config": {**fingerprint, "rounds": dagger.rounds},
         "env": dataclasses.asdict(env),
         "rounds": [],
     }
