@@ -287,7 +287,7 @@ class SoftTaskEnv(gym.Env):
 
     def jaw_opening(self) -> float:
         """Distance between the pads' inner faces (m)."""
-        travel = self.data.qpos[self.ids.finger_qpos].sum()
+        travel = np.add.reduce(self.data.qpos[self.ids.finger_qpos])
         return float(2 * OPEN_HALF_WIDTH - travel)
 
     @property
@@ -368,9 +368,12 @@ class SoftTaskEnv(gym.Env):
         array = np.asarray(action, dtype=np.float64)
         if array.shape != (ACTION_DIM,):
             raise InvalidActionError(f"action must have shape ({ACTION_DIM},), got {array.shape}")
-        largest = float(np.abs(array).max())  # NaN when any entry is NaN
+        # NaN when any entry is NaN. Here and below in the per-step path, ufuncs are called
+        # directly: the same arithmetic as .max()/np.clip/.sum()/.mean(), without their
+        # Python-level wrappers (a few microseconds per call, every control step)
+        largest = float(np.maximum.reduce(np.abs(array)))
         if largest <= 1.0 + 1e-6:
-            return np.clip(array, -1.0, 1.0)
+            return np.minimum(np.maximum(array, -1.0), 1.0)
         if not np.all(np.isfinite(array)):
             raise InvalidActionError(f"action must be finite, got {array.tolist()}")
         raise InvalidActionError(
@@ -384,9 +387,9 @@ class SoftTaskEnv(gym.Env):
 
     def step(self, action):
         action = self._check_action(action)
-        low = self.model.actuator_ctrlrange[:4, 0]
-        high = self.model.actuator_ctrlrange[:4, 1]
-        self._target = np.clip(self._target + action[HAND] * MAX_STEP, low, high)
+        ctrlrange = self.model.actuator_ctrlrange
+        target = self._target + action[HAND] * MAX_STEP
+        self._target = np.minimum(np.maximum(target, ctrlrange[:4, 0]), ctrlrange[:4, 1])
         if self.gripper_mode == "binary":
             self._gripper_target = (1.0 if action[GRIPPER] > 0 else 0.0) * FINGER_TRAVEL
         elif self.gripper_mode == "delta":
@@ -425,14 +428,14 @@ class SoftTaskEnv(gym.Env):
     def _unstable(self) -> bool:
         data = self.data
         # a sum is non-finite when any term is: one reduction per array instead of two
-        if not math.isfinite(data.qpos.sum()):
+        if not math.isfinite(np.add.reduce(data.qpos)):
             return True
         # MuJoCo resets the state itself on these, or (INERTIA) keeps stepping with garbage
         # accelerations; none occur in normal episodes.
         if data.warning.number[UNSTABLE_WARNING_INDEX].any():
             return True
         # a NaN velocity propagates through max() and fails the comparison: no separate sum
-        return not (np.abs(data.qvel).max() <= 50.0)
+        return not (np.maximum.reduce(np.abs(data.qvel)) <= 50.0)
 
     def _step_eval(self) -> dict[str, Any]:
         self._tactile_reading = self.tactile.read(self.data)
@@ -472,7 +475,8 @@ class SoftTaskEnv(gym.Env):
         data = self.data
         hand = data.qpos[self.ids.hand_joints] + np.asarray(self.variation.encoder_offset)
         hand_velocity = data.qvel[self.ids.hand_dofs]
-        finger_velocity = -2 * data.qvel[self.ids.finger_dof].mean()
+        finger_velocities = data.qvel[self.ids.finger_dof]
+        finger_velocity = -2 * (np.add.reduce(finger_velocities) / finger_velocities.size)
         reading = getattr(self, "_tactile_reading", None)
         if reading is None or self._diverged:
             reading = self.tactile.read(data)

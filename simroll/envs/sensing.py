@@ -51,7 +51,7 @@ class TactileReading:
     def normal_force(self) -> np.ndarray:
         """Total normal force per finger (N); computed once per reading (it is read every step
         by the evaluator and the observation)."""
-        return self.force.reshape(2, -1).sum(axis=1)
+        return np.add.reduce(self.force.reshape(2, -1), axis=1)
 
 
 class TactileSensor:
@@ -87,62 +87,89 @@ class TactileSensor:
             self.taxel_u.ravel()[None],
             self.taxel_v.ravel()[None],
         )
+        self._pad_array = np.array(self.pad_geoms)
+        # finger index of each geom id (-1: not a pad), one entry longer so that geom -1 (the
+        # flex side of a flex contact) maps to -1
+        self._finger_of_geom = np.full(model.ngeom + 1, -1, dtype=np.int64)
+        self._finger_of_geom[self.pad_geoms] = np.arange(len(self.pad_geoms))
 
     def read(self, data: mujoco.MjData) -> TactileReading:
-        force = np.zeros((2, self.rows, self.cols), dtype=np.float64)
-        markers = np.zeros((2, self.marker_uv.shape[0], 2), dtype=np.float64)
-        net = np.zeros((2, 3))
-        count = 0
         if data.ncon == 0:
-            return TactileReading(force.astype(np.float32), markers.astype(np.float32), net, 0)
+            return self._empty()
         contacts = data.contact
         geoms = contacts.geom
-        # per contact, whether either side is the pad / the object: column tests, which are
-        # cheaper on these short arrays than any(axis=1)
-        first, second = geoms[:, 0], geoms[:, 1]
-        on_pads = [(first == pad) | (second == pad) for pad in self.pad_geoms]
-        if not (on_pads[0].any() or on_pads[1].any()):  # most steps: the pads touch nothing
-            return TactileReading(force.astype(np.float32), markers.astype(np.float32), net, 0)
+        # per contact and side, the finger whose pad that side is (-1: neither; a flex side's
+        # geom is -1, which the table's extra last entry maps to -1 too)
+        pad_side = self._finger_of_geom[geoms]
+        if pad_side.max() < 0:  # most steps: the pads touch nothing
+            return self._empty()
         if self.flex >= 0:
-            flexes = contacts.flex
-            on_object = (flexes[:, 0] == self.flex) | (flexes[:, 1] == self.flex)
+            object_side = contacts.flex == self.flex
         else:
-            on_object = (first == self.object_geom) | (second == self.object_geom)
-        touching = [on_object & on_pad for on_pad in on_pads]
-        if not (touching[0].any() or touching[1].any()):  # the pads touch something else
-            return TactileReading(force.astype(np.float32), markers.astype(np.float32), net, 0)
-        for finger, pad in enumerate(self.pad_geoms):
-            index = np.flatnonzero(touching[finger])
-            if index.size == 0:
+            object_side = geoms == self.object_geom
+        # the finger touching the object in each contact: the pad opposite the object's side
+        finger_of = np.where(object_side, pad_side[:, ::-1], -1).max(axis=1)
+        first = np.flatnonzero(finger_of == 0)
+        second = np.flatnonzero(finger_of == 1)
+        if first.size == 0 and second.size == 0:  # the pads touch something else
+            return self._empty()
+        # both fingers' contacts in one batch (finger 0's first, each in contact order): the
+        # per-contact arithmetic runs once, the per-finger sums on the two slices
+        index = np.concatenate((first, second))
+        fingers = (slice(0, first.size), slice(first.size, index.size))
+        pads = self._pad_array[finger_of[index]]
+        # contact-frame force (normal, tangent1, tangent2), as mj_contactForce gives it
+        local_contact_force = self._contact_forces(data, index)
+        frames = contacts.frame[index].reshape(-1, 3, 3)  # rows: normal, tangent1, tangent2
+        world_force = np.einsum("nij,ni->nj", frames, local_contact_force)
+        # the contact normal points from geom[0] to geom[1]: make each force act on the pad
+        world_force[geoms[index, 0] == pads] *= -1.0
+        offset = contacts.pos[index] - data.geom_xpos[pads]
+        local_pos = np.empty_like(offset)
+        local_force = np.empty_like(world_force)
+        net = np.zeros((2, 3))
+        for finger, rows in enumerate(fingers):
+            if rows.start == rows.stop:
                 continue
-            count += index.size
-            # contact-frame force (normal, tangent1, tangent2), as mj_contactForce gives it
-            local_contact_force = self._contact_forces(data, index)
-            frames = contacts.frame[index].reshape(-1, 3, 3)  # rows: normal, tangent1, tangent2
-            world_force = np.einsum("nij,ni->nj", frames, local_contact_force)
-            # the contact normal points from geom[0] to geom[1]: make each force act on the pad
-            sign = np.where(geoms[index, 0] == pad, -1.0, 1.0)
-            world_force *= sign[:, None]
-            net[finger] = world_force.sum(axis=0)
-            pad_rot = data.geom_xmat[pad].reshape(3, 3)
-            local_pos = (contacts.pos[index] - data.geom_xpos[pad]) @ pad_rot
-            local_force = world_force @ pad_rot
-            u, v = local_pos[:, 0], local_pos[:, 2]
-            footprint = np.exp(
-                -((self._taxel_u_row - u[:, None]) ** 2 + (self._taxel_v_row - v[:, None]) ** 2)
-                / (2 * GEL_PRESSURE_SIGMA**2)
-            )
-            totals = footprint.sum(axis=1, keepdims=True)
-            footprint = np.divide(footprint, totals, out=np.zeros_like(footprint), where=totals > 0)
-            normal = np.abs(local_contact_force[:, 0])
-            force[finger] = (normal @ footprint).reshape(self.rows, self.cols)
-            drag = np.exp(
-                -((self.marker_uv[None] - local_pos[:, None, 0::2]) ** 2).sum(axis=2)
-                / (2 * GEL_KERNEL_SIGMA**2)
-            )
-            shear = local_force[:, 0::2]
-            markers[finger] = GEL_SHEAR_COMPLIANCE_MM_PER_N * drag.T @ shear
-        return TactileReading(force.astype(np.float32), markers.astype(np.float32), net, count)
+            pad_rot = data.geom_xmat[self.pad_geoms[finger]].reshape(3, 3)
+            local_pos[rows] = offset[rows] @ pad_rot
+            local_force[rows] = world_force[rows] @ pad_rot
+            net[finger] = world_force[rows].sum(axis=0)
+        u, v = local_pos[:, 0], local_pos[:, 2]
+        footprint = np.exp(
+            -((self._taxel_u_row - u[:, None]) ** 2 + (self._taxel_v_row - v[:, None]) ** 2)
+            / (2 * GEL_PRESSURE_SIGMA**2)
+        )
+        totals = footprint.sum(axis=1, keepdims=True)
+        footprint = np.divide(footprint, totals, out=np.zeros_like(footprint), where=totals > 0)
+        normal = np.abs(local_contact_force[:, 0])
+        drag = np.exp(
+            -((self.marker_uv[None] - local_pos[:, None, 0::2]) ** 2).sum(axis=2)
+            / (2 * GEL_KERNEL_SIGMA**2)
+        )
+        shear = local_force[:, 0::2]
+        force = np.zeros((2, self.rows * self.cols), dtype=np.float64)
+        markers = np.zeros((2, self.marker_uv.shape[0], 2), dtype=np.float64)
+        for finger, rows in enumerate(fingers):
+            if rows.start == rows.stop:
+                continue
+            force[finger] = normal[rows] @ footprint[rows]
+            markers[finger] = GEL_SHEAR_COMPLIANCE_MM_PER_N * drag[rows].T @ shear[rows]
+        return TactileReading(
+            force.reshape(2, self.rows, self.cols).astype(np.float32),
+            markers.astype(np.float32),
+            net,
+            int(index.size),
+        )
+
+    def _empty(self) -> TactileReading:
+        """The reading without any pad-object contact: all zeros (fresh arrays per reading)."""
+        return TactileReading(
+            np.zeros((2, self.rows, self.cols), dtype=np.float32),
+            np.zeros((2, self.marker_uv.shape[0], 2), dtype=np.float32),
+            np.zeros((2, 3)),
+            0,
+        )
 
     def _contact_forces(self, data: mujoco.MjData, index: np.ndarray) -> np.ndarray:
         """(n, 3) normal and tangential forces of contacts ``index`` in their contact frames.

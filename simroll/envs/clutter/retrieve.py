@@ -459,7 +459,7 @@ class ClutterRetrieveEnv(SoftTaskEnv):
 
     def evaluate(self) -> dict[str, Any]:
         lifted = float(self.object_center()[2] - self.rest_center[2])
-        both_pads = bool((self._tactile_reading.normal_force > 0.05).all())
+        both_pads = bool(np.logical_and.reduce(self._tactile_reading.normal_force > 0.05))
         return {"success": bool(lifted >= LIFT_HEIGHT and both_pads), "lift_height": lifted}
 
     # ----------------------------------------------------------------- observation
