@@ -11,7 +11,8 @@ Two measurements on SoftSqueeze (delta gripper, seeded specs, each episode run b
   Per mode: successes, successes over the object's deformation tolerance, the median peak
   deformation over tolerance.
 * **The policy against the expert.** ``--policy`` (the shipped SimVLA by default) drives; at every
-  step the expert labels the same observation (memoryless, from the state). Over the steps the
+  step the expert labels the same observation (DAgger's mixture at beta 0,
+  :class:`simroll.policies.mixing.ExpertMixing`). Over the steps the
   expert calls ``squeeze``: the mean, standard deviation and mean absolute value of the policy's
   action minus the label per action dimension, and the share of steps whose hand-z action is
   more than half a maximum step below the label (pressing down).
@@ -104,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     from simroll.experts import SoftExpert
     from simroll.io import write_json_atomic
     from simroll.policies.lerobot import load_policy
+    from simroll.policies.mixing import ExpertMixing
     from simroll.rollout.episode import EnvConfig, EpisodeObserver, run_episode
     from simroll.rollout.records import EpisodeSpec
 
@@ -133,36 +135,30 @@ def main(argv: list[str] | None = None) -> int:
         perturbed[mode] = outcome_row(records)
         print(f"expert, {mode:8s}: {json.dumps(perturbed[mode])}", flush=True)
 
-    class LabelLog(EpisodeObserver):
-        """The expert's label and phase at each observation the policy acted on."""
+    class SqueezeErrors(EpisodeObserver):
+        """The policy's action minus the expert's label at each step the expert calls squeeze,
+        read from the DAgger mixture that drives (:class:`ExpertMixing`, beta 0: the policy
+        acts, the expert labels the same observation)."""
 
         def on_reset(self, env, obs, info, policy):
-            self.expert = SoftExpert(env.unwrapped)
-            self.expert.reset()
-            self.pending = (self.expert.select_action(obs), self.expert.phase)
-            self.squeeze_errors: list[np.ndarray] = []
+            self.mixture = policy
+            self.errors: list[np.ndarray] = []
 
         def on_step(self, env, obs, info, action):
-            label, phase = self.pending
-            if phase == "squeeze":
-                self.squeeze_errors.append(np.asarray(action, dtype=float) - label)
-            self.pending = (self.expert.select_action(obs), self.expert.phase)
+            if self.mixture.expert.phase == "squeeze":
+                self.errors.append(np.asarray(action, dtype=float) - self.mixture.action_label)
+
+    def policy_labelled(env):
+        return ExpertMixing(load_policy(env, args.policy), SoftExpert(env.unwrapped), env, 0.0)
 
     policy_part: dict[str, Any] | None = None
     if args.policy_episodes:
         full = EnvConfig(obs_mode="full", gripper_mode="delta", image_size=64)
         records, errors = [], []
         for spec in specs(args.policy_episodes):
-            log = LabelLog()
-            records.append(
-                run_episode(
-                    spec,
-                    lambda env: load_policy(env, args.policy),
-                    env_config=full,
-                    observers=[log],
-                )
-            )
-            errors.extend(log.squeeze_errors)
+            log = SqueezeErrors()
+            records.append(run_episode(spec, policy_labelled, env_config=full, observers=[log]))
+            errors.extend(log.errors)
         diff = np.array(errors).reshape(-1, len(AXES))
         policy_part = {
             "policy": args.policy,
