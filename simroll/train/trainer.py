@@ -39,6 +39,7 @@ from tqdm import tqdm
 from simroll.features import ACTION_KEY, STATE_KEY
 from simroll.io import write_json_atomic, write_text_atomic
 from simroll.rollout.lerobot_io import open_dataset
+from simroll.train.table_cache import cache_columns
 from simroll.train.video_cache import cache_videos
 
 
@@ -60,7 +61,7 @@ class TrainConfig:
     checkpoint_every: int = 1000
     num_workers: int = 0
     threads: int = 1
-    memoize: bool = True  # keep decoded items in memory across epochs
+    memoize: bool = True  # keep items in memory across epochs; cached video and table reads
     ema_decay: float | None = None  # checkpoints hold an EMA of the weights (see module doc)
     init_from: str | None = None  # a checkpoint of the same architecture to fine-tune
 
@@ -233,6 +234,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, Any]:
     unread = [key for key in ds_meta.camera_keys if key not in policy_config.input_features]
     if cfg.memoize:  # each video file decoded once, in order; unread cameras not at all
         cache_videos(dataset, skip=unread)
+        cache_columns(dataset)  # table queries answered from columns loaded once
     source = MemoizedDataset(dataset, drop=unread) if cfg.memoize else dataset
     loader = torch.utils.data.DataLoader(
         source,
