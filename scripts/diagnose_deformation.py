@@ -1,0 +1,177 @@
+"""Where a learned policy's successes go over the object's deformation tolerance.
+
+A success over tolerance costs DSR, but the peak alone does not say what caused it. This script
+runs ``--policy`` (a checkpoint) on seeded specs of one soft task; at every step the gentle expert
+labels the same observation (DAgger's mixture at beta 0,
+:class:`simroll.policies.mixing.ExpertMixing`: the policy acts, the expert only labels), so each
+step has the expert's recovered phase (``SoftExpert.phase``: align, descend, close, squeeze, lift,
+carry, lower, release, retreat, rise). Reported:
+
+* per episode: success, peak deformation over tolerance and, where the normalized deformation
+  first exceeded 1, the step, the expert's phase there and over the two steps before, and the
+  mean grip force of the steps before; ``dropped`` when the object had left the grasp by then
+  (the expert saw it held earlier and not held at the crossing): a fall, not the grip, crushed it;
+* per phase: the steps, and the mean and mean absolute policy action minus the label per action
+  dimension (x, y, z, yaw, gripper);
+* the over-tolerance successes counted by the phase at the crossing and by drop / no drop.
+
+The env settings come from the checkpoint's ``simroll_env.json``. Writes ``--out`` (JSON,
+atomically) and prints a summary.
+
+Run: ``python scripts/diagnose_deformation.py --policy policies/diffusion_soft_lift --task SoftLift
+--episodes 10 --seed 900 --out benchmarks/results/lift_deformation_diagnosis.json`` (about 4
+minutes on one core for 40 state-mode episodes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+OBJECTS = ("sponge", "tofu", "foam_cylinder", "dumpling")
+TASKS = ("SoftLift", "SoftPlace", "SoftSqueeze")
+AXES = ("x", "y", "z", "yaw", "gripper")
+HELD_PHASES = frozenset({"squeeze", "lift", "carry", "lower"})  # the expert sees it grasped
+
+
+def crossing(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The first step whose normalized deformation exceeds 1, with what led to it; None if no
+    step did. ``rows`` holds each step's ``phase``, ``deformation`` (over tolerance) and
+    ``grip_force`` (mean of both fingers, N)."""
+    over = next((k for k, row in enumerate(rows) if row["deformation"] > 1.0), None)
+    if over is None:
+        return None
+    before = rows[max(0, over - 2) : over]
+    held = [k for k, row in enumerate(rows[:over]) if row["phase"] in HELD_PHASES]
+    # held earlier, not held at the crossing: it fell (or was pulled) out of the grasp first
+    dropped = bool(held) and rows[over]["phase"] not in HELD_PHASES
+    return {
+        "step": over,
+        "phase": rows[over]["phase"],
+        "phases_before": [row["phase"] for row in before],
+        "grip_force_before": [round(row["grip_force"], 3) for row in before],
+        "dropped": dropped,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--policy", default="policies/diffusion_soft_lift")
+    parser.add_argument("--task", default="SoftLift", choices=TASKS)
+    parser.add_argument("--objects", nargs="+", default=list(OBJECTS), choices=OBJECTS)
+    parser.add_argument("--episodes", type=int, default=10, help="per object")
+    parser.add_argument("--seed", type=int, default=900, help="spec i of an object has seed+i")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    if args.episodes < 1:
+        parser.error(f"--episodes must be >= 1, got {args.episodes}")
+
+    import numpy as np
+
+    from simroll.experts import SoftExpert
+    from simroll.io import write_json_atomic
+    from simroll.policies.checkpoint import read_env_record, resolve_checkpoint
+    from simroll.policies.lerobot import load_policy
+    from simroll.policies.mixing import ExpertMixing
+    from simroll.rollout.episode import EnvConfig, EpisodeObserver, run_episode
+    from simroll.rollout.records import EpisodeSpec
+
+    checkpoint = resolve_checkpoint(args.policy)
+    recorded = read_env_record(checkpoint)
+    env_config = EnvConfig(
+        obs_mode=recorded.get("obs_mode", "state"),
+        gripper_mode=recorded.get("gripper_mode", "delta"),
+        image_size=int(recorded.get("image_size", 96)),
+    )
+
+    class StepLog(EpisodeObserver):
+        """Each step's expert phase, normalized deformation, grip force and the policy's action
+        minus the expert's label, read from the mixture that drives."""
+
+        def on_reset(self, env, obs, info, policy):
+            self.mixture = policy
+            self.rows: list[dict[str, Any]] = []
+
+        def on_step(self, env, obs, info, action):
+            measured = info["eval"]
+            self.rows.append(
+                {
+                    "phase": self.mixture.expert.phase,
+                    "deformation": measured["deformation"] / measured["tolerance"],
+                    "grip_force": float(np.asarray(obs["tactile"]["force"]).sum() / 2.0),
+                    "error": np.asarray(action, dtype=float) - self.mixture.action_label,
+                }
+            )
+
+    def labelled(env):
+        return ExpertMixing(load_policy(env, checkpoint), SoftExpert(env.unwrapped), env, 0.0)
+
+    episodes: list[dict[str, Any]] = []
+    errors: dict[str, list[np.ndarray]] = collections.defaultdict(list)
+    for obj in args.objects:
+        for i in range(args.episodes):
+            spec = EpisodeSpec(args.task, obj, seed=args.seed + i, index=i)
+            log = StepLog()
+            record = run_episode(spec, labelled, env_config=env_config, observers=[log])
+            for row in log.rows:
+                errors[row["phase"]].append(row["error"])
+            entry = {
+                "object": obj,
+                "seed": spec.seed,
+                "success": bool(record.success),
+                "dsr_success": bool(record.dsr_success),
+                "error": record.error,
+                "steps": len(log.rows),
+                "peak_over_tolerance": round(record.peak_deformation / record.tolerance, 3),
+                "crossing": crossing(log.rows),
+            }
+            episodes.append(entry)
+            print(json.dumps(entry), flush=True)
+
+    over = [e for e in episodes if e["success"] and not e["dsr_success"]]
+    phases = {
+        phase: {
+            "steps": len(rows),
+            "error_mean": dict(zip(AXES, np.mean(rows, axis=0).round(3).tolist(), strict=True)),
+            "error_abs_mean": dict(
+                zip(AXES, np.abs(rows).mean(axis=0).round(3).tolist(), strict=True)
+            ),
+        }
+        for phase, rows in sorted(errors.items(), key=lambda item: str(item[0]))
+    }
+    summary = {
+        "episodes": len(episodes),
+        "successes": sum(e["success"] for e in episodes),
+        "successes_over_tolerance": len(over),
+        "over_tolerance_by_crossing_phase": dict(
+            collections.Counter(e["crossing"]["phase"] for e in over if e["crossing"])
+        ),
+        "over_tolerance_after_a_drop": sum(
+            bool(e["crossing"] and e["crossing"]["dropped"]) for e in over
+        ),
+    }
+    payload = {
+        "command": "python scripts/diagnose_deformation.py " + " ".join(argv or sys.argv[1:]),
+        "policy": str(args.policy),
+        "task": args.task,
+        "objects": list(args.objects),
+        "seed": args.seed,
+        "env": recorded,
+        "summary": summary,
+        "phases": phases,
+        "episodes": episodes,
+    }
+    write_json_atomic(args.out, payload)
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""scripts/diagnose_deformation.py: the first crossing of the tolerance, and the phase log."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location(
+        "diagnose_deformation", ROOT / "scripts" / "diagnose_deformation.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _rows(*steps):
+    return [{"phase": p, "deformation": d, "grip_force": f} for p, d, f in steps]
+
+
+def test_the_first_crossing_and_whether_the_grasp_was_lost_first():
+    crossing = _module().crossing
+    assert crossing(_rows(("close", 0.2, 0.0), ("squeeze", 0.9, 1.0))) is None
+    squeezed = crossing(
+        _rows(("close", 0.2, 0.0), ("squeeze", 0.8, 1.0), ("squeeze", 1.3, 2.0), ("lift", 1.5, 2))
+    )
+    assert squeezed == {
+        "step": 2,
+        "phase": "squeeze",
+        "phases_before": ["close", "squeeze"],
+        "grip_force_before": [0.0, 1.0],
+        "dropped": False,
+    }
+    fell = crossing(_rows(("lift", 0.7, 0.4), ("lift", 0.6, 0.0), ("align", 1.2, 0.0)))
+    assert fell["phase"] == "align" and fell["dropped"] is True
+    # never held: a crossing while closing is the grip's, not a fall's
+    closing = crossing(_rows(("descend", 0.0, 0.0), ("close", 1.1, 0.3)))
+    assert closing["dropped"] is False and closing["phases_before"] == ["descend"]
+
+
+def test_a_run_logs_every_step_by_phase(tmp_path, monkeypatch):
+    monkeypatch.setenv("MUJOCO_GL", "egl")
+    out = tmp_path / "diagnosis.json"
+    policy = str(ROOT / "policies" / "diffusion_soft_lift")
+    args = ["--policy", policy, "--objects", "sponge", "--episodes", "1"]
+    assert _module().main([*args, "--out", str(out)]) == 0
+    payload = json.loads(out.read_text())
+    (episode,) = payload["episodes"]
+    assert payload["env"]["obs_mode"] == "state"  # from the checkpoint's simroll_env.json
+    assert sum(phase["steps"] for phase in payload["phases"].values()) == episode["steps"] > 20
+    assert {"align", "close"} <= set(payload["phases"])
+    assert set(payload["phases"]["close"]["error_abs_mean"]) == {"x", "y", "z", "yaw", "gripper"}
+    summary = payload["summary"]
+    assert summary["episodes"] == 1 and summary["successes"] == int(episode["success"])
+    over = episode["success"] and not episode["dsr_success"]
+    assert summary["successes_over_tolerance"] == int(over)
+    assert (episode["crossing"] is None) == (episode["peak_over_tolerance"] <= 1.0)
