@@ -145,6 +145,10 @@ class Certificate:
                 f"Provenance: git {prov.get('git_sha')} (dirty: {prov.get('git_dirty')}), "
                 f"created {prov.get('created')}.",
             ]
+            codes = prov.get("code_versions") or []
+            if len(codes) > 1:  # resumed with other code
+                shown = " -> ".join(f"{code.get('git_sha')}" for code in codes)
+                lines[-1] += f" Its rollouts were made by {len(codes)} code versions: {shown}."
         return "\n".join(lines) + "\n"
 
 

@@ -378,7 +378,9 @@ def run_certification(plan: CertificationPlan, *, summary: bool = True) -> Certi
     }
     stores = [run.run_dir for run in runs.values()]
     with hold_run_dir(plan.output_dir), kept_on_interrupt(plan.output_dir, specs, stores):
-        start_run(plan.output_dir, plan.manifest(), specs, episodes_may_change=False)
+        note = start_run(plan.output_dir, plan.manifest(), specs, episodes_may_change=False)
+        if note and summary:
+            print(note)
         return _certify(plan, specs, runs, hashes, print if summary else lambda *_: None)
 
 
@@ -438,7 +440,7 @@ def _certify(
         },
         rollouts=source.rollouts,
         config_hashes=hashes,
-        provenance=provenance(plan.config),
+        provenance=provenance(plan.config, plan.output_dir),
     )
     paths = certificate.write(plan.output_dir)
     say(certificate.to_markdown())

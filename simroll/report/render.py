@@ -116,6 +116,14 @@ def provenance_view(
         rows.append(
             ("git", f"{provenance['git_sha']}" + (" (uncommitted changes)" if dirty else ""))
         )
+    codes = provenance.get("code_versions")
+    if isinstance(codes, list) and len(codes) > 1:  # a run resumed with other code
+        shown = [
+            f"{code.get('git_sha')}" + (" (uncommitted changes)" if code.get("git_dirty") else "")
+            for code in codes
+            if isinstance(code, dict)
+        ]
+        rows.append((f"records made by {len(shown)} code versions", " -> ".join(shown)))
     if provenance.get("created"):
         rows.append(("created", str(provenance["created"])))
     packages = provenance.get("packages")

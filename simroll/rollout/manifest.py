@@ -11,8 +11,11 @@ method, design, n and the candidates in test order). :func:`start_run` is how a 
 directory: a directory made with another fingerprint is refused before any episode runs, naming
 the differing keys; a changed episode count is allowed only where the caller says so (eval:
 growing a run is fine), and a changed certification design is refused, since testing stored
-outcomes again under a new design voids the guarantee. :func:`read_expected_specs` is how
-``simroll report`` learns which episodes a run expected.
+outcomes again under a new design voids the guarantee. The manifest also keeps ``code``, the
+simroll code of each invocation that wrote into the directory (:func:`simroll.provenance.
+code_version`, oldest first; a new entry only when the code changed): a resume with other code is
+allowed, with a note, and the summary's provenance lists every version. :func:`read_expected_specs`
+is how ``simroll report`` learns which episodes a run expected.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from simroll.io import write_json_atomic, write_text_atomic
+from simroll.provenance import code_version
 from simroll.rollout.records import EpisodeSpec
 from simroll.rollout.store import RECORDS_FILENAME
 
@@ -68,6 +72,7 @@ class RunManifest:
     specs_sha256: str = ""
     created: str = ""
     version: int = MANIFEST_VERSION
+    code: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def fingerprint_sha256(self) -> str:
@@ -86,6 +91,7 @@ class RunManifest:
             "fingerprint": self.fingerprint,
             "design": self.design,
             "config": self.config,
+            "code": self.code,
         }
 
     @classmethod
@@ -101,6 +107,7 @@ class RunManifest:
                 specs_sha256=str(data.get("specs_sha256", "")),
                 created=str(data.get("created", "")),
                 version=int(data.get("version", MANIFEST_VERSION)),
+                code=[dict(entry) for entry in data.get("code") or []],
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ManifestError(f"not a run manifest: {exc!r}") from None
@@ -153,17 +160,39 @@ def start_run(
     run_dir = Path(run_dir)
     existing = read_manifest(run_dir)
     note = None
+    code = code_version()
     if existing is None:
         if _holds_records(run_dir):
             note = (
                 f"{run_dir} holds records but no {MANIFEST_FILENAME} (made before run manifests): "
                 "its settings cannot be checked; recording the current ones"
             )
+        codes = [code]
     else:
         note = _check_resume(run_dir, existing, manifest, episodes_may_change)
+        codes = list(existing.code)
+        if codes and codes[-1] != code:
+            changed = _code_change(codes[-1], code)
+            code_note = (
+                f"resuming {run_dir} with other code ({changed}): its records will come from "
+                f"{len(codes) + 1} code versions, listed in {MANIFEST_FILENAME} and the summary's "
+                "provenance; use a new output_dir for results from one version"
+            )
+            note = code_note if note is None else f"{note}; {code_note}"
+        if not codes or codes[-1] != code:
+            codes.append(code)
         manifest = RunManifest(**{**vars(manifest), "created": existing.created})
-    write_manifest(run_dir, manifest, specs)
+    write_manifest(run_dir, RunManifest(**{**vars(manifest), "code": codes}), specs)
     return note
+
+
+def _code_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+    """``"git_sha a -> b, ..."`` for the code fields that differ."""
+    return ", ".join(
+        f"{key} {_show(before.get(key))} -> {_show(after.get(key))}"
+        for key in sorted(set(before) | set(after))
+        if before.get(key) != after.get(key)
+    )
 
 
 def _check_resume(

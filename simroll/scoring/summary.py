@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime as dt
 import importlib.metadata
 import platform
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from simroll.io import write_json_atomic, write_text_atomic
+from simroll.provenance import code_version
+from simroll.rollout.manifest import ManifestError, read_manifest
 from simroll.rollout.records import EpisodeRecord
 from simroll.rollout.store import RecordStore
 from simroll.scoring.dsr import aggregate, plot_tolerance_sweep, to_markdown, tolerance_sweep
@@ -41,28 +42,24 @@ def import_report_modules() -> None:
     import statsmodels.stats.proportion  # noqa: F401
 
 
-def provenance(config: dict[str, Any] | None = None) -> dict[str, Any]:
-    root = Path(__file__).resolve().parents[2]
-
-    def git(*args: str) -> str | None:
-        try:
-            out = subprocess.run(
-                ["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True
-            )
-            return out.stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return None
-
+def provenance(
+    config: dict[str, Any] | None = None, run_dir: str | Path | None = None
+) -> dict[str, Any]:
+    """What made a result: this process's code (:func:`simroll.provenance.code_version`),
+    package versions, machine, time, command and ``config``. With ``run_dir``, ``code_versions``
+    lists the code of every invocation that wrote into it (its manifest's, oldest first): more
+    than one entry means its records were made by different code."""
     versions = {}
     for name in PACKAGES:
         try:
             versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             versions[name] = None
-    status = git("status", "--porcelain")
-    return {
-        "git_sha": git("rev-parse", "HEAD"),
-        "git_dirty": bool(status) if status is not None else None,
+    code = code_version()
+    result = {
+        "git_sha": code["git_sha"],
+        "git_dirty": code["git_dirty"],
+        "git_diff_sha256": code["git_diff_sha256"],
         "packages": versions,
         "python": platform.python_version(),
         "machine": {"platform": platform.platform(), "processor": platform.machine()},
@@ -70,6 +67,14 @@ def provenance(config: dict[str, Any] | None = None) -> dict[str, Any]:
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else None,
         "config": config,
     }
+    if run_dir is not None:
+        try:
+            manifest = read_manifest(run_dir)
+        except ManifestError:
+            manifest = None
+        if manifest is not None and manifest.code:
+            result["code_versions"] = manifest.code
+    return result
 
 
 def write_report(
@@ -117,7 +122,7 @@ def write_report(
                 for record in errored
             ],
             "store": None if store is None else store.summary(),
-            "provenance": provenance(config),
+            "provenance": provenance(config, run_dir),
         },
     )
     write_text_atomic(run_dir / "summary.md", table + "\n")

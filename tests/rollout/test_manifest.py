@@ -221,3 +221,41 @@ def test_a_run_from_before_weight_digests_resumes_with_a_note(tmp_path):
     (ckpt / "model.safetensors").write_bytes(b"other weights")
     with pytest.raises(ManifestError, match="weights_sha256"):
         start_run(run, _checkpoint_manifest(ckpt), specs(), episodes_may_change=True)
+
+
+def test_a_resume_with_other_code_is_recorded_and_said(tmp_path, monkeypatch):
+    """Records made by two code versions are allowed together, but never silently: the manifest
+    keeps each version, the resume says so, and the summary and report show both."""
+    from simroll.provenance import code_version
+    from simroll.report.render import provenance_view
+    from simroll.scoring.summary import write_report
+
+    here = code_version()
+    assert start_run(tmp_path, eval_manifest(), specs(), episodes_may_change=True) is None
+    assert read_manifest(tmp_path).code == [here]
+    # the same code again: one entry, nothing to say
+    assert start_run(tmp_path, eval_manifest(), specs(), episodes_may_change=True) is None
+    assert read_manifest(tmp_path).code == [here]
+
+    other = {**here, "git_sha": "0" * 40, "git_dirty": False}
+    monkeypatch.setattr("simroll.rollout.manifest.code_version", lambda: other)
+    note = start_run(tmp_path, eval_manifest(), specs(), episodes_may_change=True)
+    assert note is not None and "other code" in note and f"-> {'0' * 40}" in note
+    assert "2 code versions" in note
+    assert read_manifest(tmp_path).code == [here, other]
+
+    write_report(tmp_path, [make_record(spec) for spec in specs()])
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["provenance"]["code_versions"] == [here, other]
+    rows = dict(provenance_view(summary["provenance"], None, [])["rows"])
+    assert rows["records made by 2 code versions"].endswith("0" * 40)
+
+
+def test_a_manifest_from_before_code_versions_starts_its_list(tmp_path):
+    start_run(tmp_path, eval_manifest(), specs(), episodes_may_change=True)
+    data = json.loads((tmp_path / MANIFEST_FILENAME).read_text())
+    del data["code"]
+    (tmp_path / MANIFEST_FILENAME).write_text(json.dumps(data))
+    assert read_manifest(tmp_path).code == []
+    assert start_run(tmp_path, eval_manifest(), specs(), episodes_may_change=True) is None
+    assert len(read_manifest(tmp_path).code) == 1
