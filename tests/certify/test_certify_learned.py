@@ -31,6 +31,8 @@ def certified(tmp_path_factory):
         "delta=0.2",
         "~policy@candidates.denoise_5",
         "~accel@candidates.denoise_5",
+        "~policy@candidates.denoise_2_chunk_5",
+        "~accel@candidates.denoise_2_chunk_5",
         "env.objects=[sponge]",
         "progress=false",
         timeout=600,
