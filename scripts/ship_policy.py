@@ -171,11 +171,118 @@ def config_defaults(policy_type: str) -> dict:
     return {f.name: (None if f.default is dataclasses.MISSING else f.default) for f in fields}
 
 
+def inference_settings(args, parser, config: dict, checkpoint: Path) -> tuple[dict, dict]:
+    """``--inference`` as {key: value}, and each key's value in ``config`` before it (a setting
+    the checkpoint predates is a field of its config class, at the field's default)."""
+    settings = {}
+    for item in args.inference:
+        key, sep, value = item.partition("=")
+        if not sep:
+            parser.error(f"--inference takes KEY=VALUE, got {item!r}")
+        settings[key] = json.loads(value)
+    defaults = config_defaults(config["type"])
+    unknown = [key for key in settings if key not in config and key not in defaults]
+    if unknown:  # checked before anything in policies/ is replaced
+        parser.error(
+            f"--inference keys {unknown} are not in {checkpoint / 'config.json'} nor "
+            f"fields of the {config['type']!r} config"
+        )
+    return settings, {key: config.get(key, defaults.get(key)) for key in settings}
+
+
+INFERENCE_LINE = "- inference settings changed from training's "
+
+
+def reship(args, parser) -> None:
+    """``--reship``: new inference settings and results for the shipped ``policies/NAME``.
+
+    Its card's sections from ``## Training`` up to ``## Closed-loop results`` (written by this
+    script from the training and DAgger runs) are kept, except the inference-settings line,
+    which is rewritten against the training's values: those the old line names, else the
+    checkpoint's config before this change (a config the card does not say was changed holds the
+    training's values). The closed-loop results come from the new ``--eval-run``s; the training
+    command and selection lines are kept unless given anew."""
+    target = ROOT / "policies" / args.name
+    card_path = target / "card.md"
+    if not card_path.is_file():
+        parser.error(f"--reship needs a shipped policy with a card: {card_path} does not exist")
+    if not args.inference or not args.eval_run:
+        parser.error("--reship takes --inference settings and the --eval-run(s) measuring them")
+    old = card_path.read_text().splitlines()
+    try:
+        start = old.index("## Training")
+        end = old.index("## Closed-loop results")
+    except ValueError:
+        parser.error(f"{card_path} was not written by this script (no Training/results sections)")
+    kept = old[start:end]
+    config = json.loads((target / "config.json").read_text())
+    settings, trained_with = inference_settings(args, parser, config, target)
+    for line in kept:
+        if line.startswith(INFERENCE_LINE):  # `{...}` after the prefix: training's values
+            earlier = json.loads(line[len(INFERENCE_LINE) : line.index("}") + 1])
+            trained_with.update({key: earlier[key] for key in settings if key in earlier})
+    kept = [line for line in kept if not line.startswith(INFERENCE_LINE)]
+    changed = {key: value for key, value in settings.items() if trained_with[key] != value}
+    if changed:  # after the training list (the first blank line of the section)
+        at = kept.index("", 2) if "" in kept[2:] else len(kept)
+        kept.insert(
+            at,
+            f"{INFERENCE_LINE}{json.dumps({k: trained_with[k] for k in changed})}: "
+            f"`{json.dumps(changed)}` (stored in `config.json`)",
+        )
+    config.update(settings)
+    write_text_atomic(target / "config.json", json.dumps(config, indent=4) + "\n")
+    carried = {
+        prefix: next((line for line in old if line.startswith(prefix)), "")
+        for prefix in ("Training command: ", "Checkpoint selection: ")
+    }
+    size_mb = sum(p.stat().st_size for p in target.iterdir() if p.name != "card.md") / 1e6
+    card = [
+        *old[:start],
+        *kept,
+        "## Closed-loop results",
+        "",
+        *[eval_section(run) + "\n" for run in args.eval_run],
+        *(
+            [
+                (
+                    per_task(args.eval_run[0], args.eval_run[1])
+                    if len(task_rows(args.eval_run[0])) > 1
+                    else comparison(args.eval_run[0], args.eval_run[1])
+                )
+                + "\n"
+            ]
+            if len(args.eval_run) > 1
+            else []
+        ),
+        f"Training command: `{args.train_command}`\n"
+        if args.train_command
+        else (carried["Training command: "] + "\n" if carried["Training command: "] else ""),
+        f"Checkpoint selection: {args.selection}\n"
+        if args.selection
+        else (
+            carried["Checkpoint selection: "] + "\n" if carried["Checkpoint selection: "] else ""
+        ),
+        f"Re-shipped with new inference settings (`{json.dumps(settings)}`); the weights and "
+        "the training sections above are those shipped before.\n",
+        "_Card written by `python scripts/ship_policy.py`; numbers from the runs named above._",
+    ]
+    write_text_atomic(card_path, "\n".join(card) + "\n")
+    print(f"re-shipped {target} ({size_mb:.1f} MB) with {json.dumps(settings)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--checkpoint", required=True, type=Path)
+    parser.add_argument("--checkpoint", type=Path, help="required unless --reship")
     parser.add_argument("--name", required=True)
-    parser.add_argument("--train-run", required=True, type=Path)
+    parser.add_argument("--train-run", type=Path, help="required unless --reship")
+    parser.add_argument(
+        "--reship",
+        action="store_true",
+        help="re-ship policies/NAME itself with new --inference settings and --eval-run results: "
+        "the weights stay, and the card's training and DAgger sections (written from its runs "
+        "when it was shipped) are carried over",
+    )
     parser.add_argument(
         "--eval-run",
         action="append",
@@ -207,23 +314,18 @@ def main() -> None:
         "the card lists it",
     )
     args = parser.parse_args()
-    settings = {}
-    for item in args.inference:
-        key, sep, value = item.partition("=")
-        if not sep:
-            parser.error(f"--inference takes KEY=VALUE, got {item!r}")
-        settings[key] = json.loads(value)
-
+    if args.reship:
+        if args.checkpoint is not None or args.train_run is not None or args.dagger_run:
+            parser.error(
+                "--reship re-uses policies/NAME and its card's training sections: "
+                "give no --checkpoint, --train-run or --dagger-run"
+            )
+        reship(args, parser)
+        return
+    if args.checkpoint is None or args.train_run is None:
+        parser.error("--checkpoint and --train-run are required (or --reship)")
     config = json.loads((args.checkpoint / "config.json").read_text())
-    # a setting the checkpoint predates is a field of its config class, at the field's default
-    defaults = config_defaults(config["type"])
-    unknown = [key for key in settings if key not in config and key not in defaults]
-    if unknown:  # checked before anything in policies/ is replaced
-        parser.error(
-            f"--inference keys {unknown} are not in {args.checkpoint / 'config.json'} nor "
-            f"fields of the {config['type']!r} config"
-        )
-    trained_with = {key: config.get(key, defaults.get(key)) for key in settings}
+    settings, trained_with = inference_settings(args, parser, config, args.checkpoint)
     config.update(settings)
     metrics = json.loads((args.train_run / "metrics.json").read_text())
     recipe = json.loads((args.train_run / "train_config.json").read_text())

@@ -5,6 +5,7 @@ certificates carry it in their provenance (:func:`simroll.scoring.summary.proven
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import subprocess
@@ -28,7 +29,14 @@ def git(*args: str) -> str | None:
 def code_version() -> dict[str, Any]:
     """This process's simroll code: ``git_sha``, ``git_dirty`` (None outside a checkout), where
     dirty the SHA-256 of the uncommitted changes to tracked files (``git_diff_sha256``, so two
-    different edits of one commit differ), and the installed ``simroll`` version."""
+    different edits of one commit differ), and the installed ``simroll`` version. Read once per
+    process, when a run starts: the code it imported then is what it runs, whatever is committed
+    or edited before it ends."""
+    return dict(_code_version())
+
+
+@functools.cache
+def _code_version() -> dict[str, Any]:
     status = git("status", "--porcelain")
     dirty = bool(status) if status is not None else None
     diff = git("diff", "HEAD") if dirty else None
