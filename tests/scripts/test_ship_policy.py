@@ -131,3 +131,79 @@ def test_a_setting_the_checkpoint_predates_is_a_field_at_its_default():
     spec.loader.exec_module(module)
     defaults = module.config_defaults("trace_student")
     assert defaults["grasp_gate"] is False and "n_action_step" not in defaults
+
+
+def test_reship_keeps_the_training_sections_and_rewrites_settings_and_results(tmp_path):
+    """--reship: a shipped policy gets a new inference setting and new results; its card's
+    training and DAgger sections stay, and the inference line names training's value, also when
+    re-shipped again."""
+    import shutil
+
+    target = ROOT / "policies" / "_test_reship"
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir()
+    try:
+        (target / "config.json").write_text(json.dumps({"type": "diffusion", "n_action_steps": 2}))
+        (target / "model.safetensors").write_bytes(b"weights")
+        old_card = [
+            "# `_test_reship`: diffusion policy",
+            "",
+            "## Training",
+            "",
+            "- data: `runs/x/dataset` (3 episodes)",
+            "- recipe overrides: `{}`",
+            "",
+            "## Interactive imitation (DAgger)",
+            "",
+            "| round | beta |",
+            "## Closed-loop results",
+            "",
+            "old results",
+            "Training command: `simroll train dagger.rounds=4`",
+            "Checkpoint selection: round 4",
+        ]
+        (target / "card.md").write_text("\n".join(old_card) + "\n")
+        mine = _eval_run(tmp_path / "mine", {"SoftLift": (0.97, 0.88)})
+        expert = _eval_run(tmp_path / "expert", {"SoftLift": (1.0, 1.0)})
+
+        def reship(*extra):
+            return subprocess.run(
+                [
+                    sys.executable,
+                    str(ROOT / "scripts" / "ship_policy.py"),
+                    "--name",
+                    "_test_reship",
+                    "--reship",
+                    "--inference",
+                    "n_action_steps=1",
+                    "--eval-run",
+                    str(mine),
+                    "--eval-run",
+                    str(expert),
+                    *extra,
+                ],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+            )
+
+        for _ in range(2):  # the second re-ship finds the first one's inference line
+            result = reship()
+            assert result.returncode == 0, result.stderr
+            card = (target / "card.md").read_text()
+            assert json.loads((target / "config.json").read_text())["n_action_steps"] == 1
+            line = (
+                '- inference settings changed from training\'s {"n_action_steps": 2}: '
+                '`{"n_action_steps": 1}` (stored in `config.json`)'
+            )
+            assert card.count("inference settings changed") == 1 and line in card
+            lines = card.splitlines()
+            assert lines[lines.index(line) - 1] == "- recipe overrides: `{}`"
+            assert "## Interactive imitation (DAgger)\n\n| round | beta |" in card
+            assert "old results" not in card and "0.97 / 1.00" in card
+            assert "Training command: `simroll train dagger.rounds=4`" in card
+            assert "Checkpoint selection: round 4" in card
+        refused = reship("--train-run", str(tmp_path))
+        assert refused.returncode != 0 and "--reship" in refused.stderr
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
