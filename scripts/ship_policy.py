@@ -193,6 +193,17 @@ def inference_settings(args, parser, config: dict, checkpoint: Path) -> tuple[di
 INFERENCE_LINE = "- inference settings changed from training's "
 
 
+def results_section(eval_runs: list[Path]) -> list[str]:
+    """The card's closed-loop results: each eval run's table, then (with a second run, the
+    expert on the same specs) the TSR ratios."""
+    lines = ["## Closed-loop results", "", *[eval_section(run) + "\n" for run in eval_runs]]
+    if len(eval_runs) > 1:
+        mine, expert = eval_runs[0], eval_runs[1]
+        ratios = per_task(mine, expert) if len(task_rows(mine)) > 1 else comparison(mine, expert)
+        lines.append(ratios + "\n")
+    return lines
+
+
 def reship(args, parser) -> None:
     """``--reship``: new inference settings and results for the shipped ``policies/NAME``.
 
@@ -240,21 +251,7 @@ def reship(args, parser) -> None:
     card = [
         *old[:start],
         *kept,
-        "## Closed-loop results",
-        "",
-        *[eval_section(run) + "\n" for run in args.eval_run],
-        *(
-            [
-                (
-                    per_task(args.eval_run[0], args.eval_run[1])
-                    if len(task_rows(args.eval_run[0])) > 1
-                    else comparison(args.eval_run[0], args.eval_run[1])
-                )
-                + "\n"
-            ]
-            if len(args.eval_run) > 1
-            else []
-        ),
+        *results_section(args.eval_run),
         f"Training command: `{args.train_command}`\n"
         if args.train_command
         else (carried["Training command: "] + "\n" if carried["Training command: "] else ""),
@@ -369,21 +366,7 @@ def main() -> None:
         "",
         *(["## Interactive imitation (DAgger)", ""] if args.dagger_run else []),
         *[dagger_section(run) for run in args.dagger_run],
-        "## Closed-loop results",
-        "",
-        *[eval_section(run) + "\n" for run in args.eval_run],
-        *(
-            [
-                (
-                    per_task(args.eval_run[0], args.eval_run[1])
-                    if len(task_rows(args.eval_run[0])) > 1
-                    else comparison(args.eval_run[0], args.eval_run[1])
-                )
-                + "\n"
-            ]
-            if len(args.eval_run) > 1
-            else []
-        ),
+        *results_section(args.eval_run),
         f"Training command: `{args.train_command}`\n" if args.train_command else "",
         f"Checkpoint selection: {args.selection}\n" if args.selection else "",
         "_Card written by `python scripts/ship_policy.py`; numbers from the runs named above._",
