@@ -15,7 +15,8 @@ carry, lower, release, retreat, rise). Reported:
   dimension (x, y, z, yaw, gripper);
 * the over-tolerance successes counted by the phase at the crossing and by drop / no drop.
 
-The env settings come from the checkpoint's ``simroll_env.json``. Writes ``--out`` (JSON,
+The env settings come from the checkpoint's ``simroll_env.json``; ``--override KEY=VALUE``
+changes a policy setting for the run (e.g. ``n_action_steps``). Writes ``--out`` (JSON,
 atomically) and prints a summary.
 
 Run: ``python scripts/diagnose_deformation.py --policy policies/diffusion_soft_lift --task SoftLift
@@ -68,10 +69,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--objects", nargs="+", default=list(OBJECTS), choices=OBJECTS)
     parser.add_argument("--episodes", type=int, default=10, help="per object")
     parser.add_argument("--seed", type=int, default=900, help="spec i of an object has seed+i")
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a policy config setting for this run (e.g. n_action_steps=2), as "
+        "`simroll eval +policy.overrides.KEY=VALUE` sets it",
+    )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     if args.episodes < 1:
         parser.error(f"--episodes must be >= 1, got {args.episodes}")
+    overrides = {}
+    for item in args.override:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            parser.error(f"--override takes KEY=VALUE, got {item!r}")
+        overrides[key] = json.loads(value)
 
     import numpy as np
 
@@ -111,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
             )
 
     def labelled(env):
-        return ExpertMixing(load_policy(env, checkpoint), SoftExpert(env.unwrapped), env, 0.0)
+        policy = load_policy(env, checkpoint, overrides=overrides)
+        return ExpertMixing(policy, SoftExpert(env.unwrapped), env, 0.0)
 
     episodes: list[dict[str, Any]] = []
     errors: dict[str, list[np.ndarray]] = collections.defaultdict(list)
@@ -164,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         "objects": list(args.objects),
         "seed": args.seed,
         "env": recorded,
+        "overrides": overrides,
         "summary": summary,
         "phases": phases,
         "episodes": episodes,

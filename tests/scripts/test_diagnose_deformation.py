@@ -47,10 +47,12 @@ def test_a_run_logs_every_step_by_phase(tmp_path, monkeypatch):
     out = tmp_path / "diagnosis.json"
     policy = str(ROOT / "policies" / "diffusion_soft_lift")
     args = ["--policy", policy, "--objects", "sponge", "--episodes", "1"]
+    args += ["--override", "n_action_steps=2"]
     assert _module().main([*args, "--out", str(out)]) == 0
     payload = json.loads(out.read_text())
     (episode,) = payload["episodes"]
     assert payload["env"]["obs_mode"] == "state"  # from the checkpoint's simroll_env.json
+    assert payload["overrides"] == {"n_action_steps": 2}
     assert sum(phase["steps"] for phase in payload["phases"].values()) == episode["steps"] > 20
     assert {"align", "close"} <= set(payload["phases"])
     assert set(payload["phases"]["close"]["error_abs_mean"]) == {"x", "y", "z", "yaw", "gripper"}
