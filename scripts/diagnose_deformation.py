@@ -7,13 +7,16 @@ labels the same observation (DAgger's mixture at beta 0,
 step has the expert's recovered phase (``SoftExpert.phase``: align, descend, close, squeeze, lift,
 carry, lower, release, retreat, rise). Reported:
 
-* per episode: success, peak deformation over tolerance and, where the normalized deformation
-  first exceeded 1, the step, the expert's phase there and over the two steps before, and the
-  mean grip force of the steps before; ``dropped`` when the object had left the grasp by then
-  (the expert saw it held earlier and not held at the crossing): a fall, not the grip, crushed it;
+* per episode: success, how it ended, the steps per expert phase and the phase of the last step
+  (where a timed-out policy stalled), peak deformation over tolerance and, where the normalized
+  deformation first exceeded 1, the step, the expert's phase there and over the two steps
+  before, and the mean grip force of the steps before; ``dropped`` when the object had left the
+  grasp by then (the expert saw it held earlier and not held at the crossing): a fall, not the
+  grip, crushed it;
 * per phase: the steps, and the mean and mean absolute policy action minus the label per action
   dimension (x, y, z, yaw, gripper);
-* the over-tolerance successes counted by the phase at the crossing and by drop / no drop.
+* the over-tolerance successes counted by the phase at the crossing and by drop / no drop, and
+  the failures by the phase of their last step.
 
 The env settings come from the checkpoint's ``simroll_env.json``; ``--override KEY=VALUE``
 changes a policy setting for the run (e.g. ``n_action_steps``). Writes ``--out`` (JSON,
@@ -145,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
                 "dsr_success": bool(record.dsr_success),
                 "error": record.error,
                 "steps": len(log.rows),
+                "termination": record.termination_reason,
+                "phase_steps": dict(collections.Counter(row["phase"] for row in log.rows)),
+                "final_phase": log.rows[-1]["phase"] if log.rows else None,
                 "peak_over_tolerance": round(record.peak_deformation / record.tolerance, 3),
                 "crossing": crossing(log.rows),
             }
@@ -168,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
         "successes_over_tolerance": len(over),
         "over_tolerance_by_crossing_phase": dict(
             collections.Counter(e["crossing"]["phase"] for e in over if e["crossing"])
+        ),
+        "failures_by_final_phase": dict(
+            collections.Counter(e["final_phase"] for e in episodes if not e["success"])
         ),
         "over_tolerance_after_a_drop": sum(
             bool(e["crossing"] and e["crossing"]["dropped"]) for e in over

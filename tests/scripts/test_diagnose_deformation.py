@@ -61,3 +61,6 @@ def test_a_run_logs_every_step_by_phase(tmp_path, monkeypatch):
     over = episode["success"] and not episode["dsr_success"]
     assert summary["successes_over_tolerance"] == int(over)
     assert (episode["crossing"] is None) == (episode["peak_over_tolerance"] <= 1.0)
+    assert sum(episode["phase_steps"].values()) == episode["steps"]
+    assert episode["final_phase"] in episode["phase_steps"]
+    assert sum(summary["failures_by_final_phase"].values()) == 1 - int(episode["success"])
