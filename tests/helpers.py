@@ -1,9 +1,24 @@
-"""Helpers shared by the test packages: running the ``simroll`` console script as a user would."""
+"""Helpers shared by the test packages: running the ``simroll`` console script as a user would,
+and loading a script under ``scripts/`` as a module."""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_script(name: str) -> ModuleType:
+    """``scripts/<name>.py`` loaded as a module (scripts are not a package), without running its
+    ``main``."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def simroll(*args: str, timeout: int = 300, cwd=None) -> subprocess.CompletedProcess:

@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import load_script
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location(
-        "diagnose_clutter_grasps", ROOT / "scripts" / "diagnose_clutter_grasps.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("diagnose_clutter_grasps")
 
 
 def _write(run, rows):

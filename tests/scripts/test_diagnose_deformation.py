@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
+
+from tests.helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location(
-        "diagnose_deformation", ROOT / "scripts" / "diagnose_deformation.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("diagnose_deformation")
 
 
 def _rows(*steps):

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from scripts import ship_policy as script
+from tests.helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -122,14 +123,7 @@ def test_an_unknown_inference_key_is_refused(tmp_path):
 def test_a_setting_the_checkpoint_predates_is_a_field_at_its_default():
     """--inference may set a config field newer than the checkpoint's config.json: the card
     then names the field's default as training's value."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "ship_policy", ROOT / "scripts" / "ship_policy.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    defaults = module.config_defaults("trace_student")
+    defaults = load_script("ship_policy").config_defaults("trace_student")
     assert defaults["grasp_gate"] is False and "n_action_step" not in defaults
 
 
