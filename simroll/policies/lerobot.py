@@ -71,6 +71,11 @@ EVALUATED_MODULE: dict[str, Callable[[Any], torch.nn.Module]] = {
 }
 
 
+# ``noise_seed`` k moves an episode's sampling-noise seed by k strides (a large prime, so that
+# streams of nearby episode seeds do not meet).
+NOISE_SEED_STRIDE = 1_000_003
+
+
 class LeRobotPolicy:
     """A LeRobot ``PreTrainedPolicy`` with its processors, speaking simroll observations.
 
@@ -86,8 +91,12 @@ class LeRobotPolicy:
     policy types are called step by step through their ``select_action``.
     """
 
-    def __init__(self, policy, preprocessor, postprocessor, task: str | None = None):
+    def __init__(
+        self, policy, preprocessor, postprocessor, task: str | None = None, noise_seed: int = 0
+    ):
         self.policy, self.preprocessor, self.postprocessor = policy, preprocessor, postprocessor
+        self.noise_seed = int(noise_seed)
+        self._reseed = False
         config = policy.config
         self.input_keys = list(config.input_features)
         tactile = config.input_features.get(TACTILE_IMAGE_KEY)
@@ -123,6 +132,7 @@ class LeRobotPolicy:
 
     def reset(self) -> None:
         self.policy.reset()
+        self._reseed = self.noise_seed != 0
         self._evaluations = 0
         self._history.clear()
         self._actions.clear()
@@ -162,6 +172,9 @@ class LeRobotPolicy:
     @torch.no_grad()
     def select_action(self, obs: dict[str, Any]) -> np.ndarray:
         """The next action; a policy with a queue re-plans when it is empty (see the class)."""
+        if self._reseed:  # the episode's first call: the engine has seeded torch by now
+            self._reseed = False
+            torch.manual_seed((torch.initial_seed() + NOISE_SEED_STRIDE * self.noise_seed) % 2**63)
         if not self.owns_queue:
             batch = self.preprocessor(self.batch(obs))
             action = self.postprocessor(self.policy.select_action(batch))
@@ -265,6 +278,7 @@ def load_policy(
     overrides: dict | None = None,
     threads: int | None = 1,
     train: dict[str, Any] | None = None,
+    noise_seed: int = 0,
 ) -> LeRobotPolicy:
     """Load the checkpoint at ``path`` for ``env`` (Hydra calls this with ``_partial_``).
 
@@ -276,12 +290,18 @@ def load_policy(
     ``quantize_int8``). ``train`` (the training recipe in the same config file, read by
     ``simroll train``) is ignored here; any other keyword is a TypeError. ``threads`` sets
     torch's intra-op threads for inference (one by default: on a small shared machine more
-    threads thrash; ``None`` leaves torch's setting alone).
+    threads thrash; ``None`` leaves torch's setting alone). ``noise_seed`` (0: as the episode
+    engine seeds it) gives a stochastic policy another, still reproducible, sampling-noise stream
+    for the same episode: at each episode's first call torch is re-seeded from the engine's seed
+    moved by ``noise_seed`` strides. The same policy with another ``noise_seed`` as a CARE
+    candidate measures how much of a certification's risk is the reference's own sampling noise.
     """
     from lerobot.configs.policies import PreTrainedConfig
     from lerobot.policies.factory import get_policy_class, make_pre_post_processors
 
     del train  # the recipe of `simroll train`, kept in the same policy config
+    if not (isinstance(noise_seed, int) and not isinstance(noise_seed, bool)):
+        raise PolicyLoadError(f"noise_seed must be an integer, got {noise_seed!r}")
     path = resolve_checkpoint(path)
     contents = validate_checkpoint(path)
     check_compatible(contents.config, env.observation_space, path, env.action_space)
@@ -307,4 +327,4 @@ def load_policy(
         raise
     except Exception as exc:  # noqa: BLE001 - any loader failure means a bad checkpoint
         raise PolicyLoadError(f"cannot load policy checkpoint {path}: {exc}") from exc
-    return LeRobotPolicy(policy, preprocessor, postprocessor)
+    return LeRobotPolicy(policy, preprocessor, postprocessor, noise_seed=noise_seed)

@@ -21,6 +21,7 @@ CONFIGS = {
     "collect": "collect",
     "certify": "certify",
     "certify_diffusion": "certify",
+    "certify_diffusion_noise": "certify",
     "certify_vla": "certify",
     "certify_wam": "certify",
     "train": "train",

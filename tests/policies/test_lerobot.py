@@ -117,6 +117,38 @@ def test_an_image_of_another_size_fails_at_load_naming_feature_shapes_and_fix():
     assert "env.image_size=64" in message
 
 
+def test_noise_seed_gives_another_reproducible_noise_stream_for_the_same_episode():
+    """A stochastic policy's sampling noise is fixed by the episode's seed; noise_seed moves it
+    to another stream, the same on every run, and 0 leaves it alone."""
+    from simroll.rollout.episode import run_episode
+    from simroll.rollout.runner import make_specs
+
+    (spec,) = make_specs("soft", ["SoftLift"], ["tofu"], ["default"], 1)
+    env = STATE.make(spec)
+
+    def actions(noise_seed: int) -> list[np.ndarray]:
+        seen: list[np.ndarray] = []
+
+        def factory(env):
+            policy = load_policy(env, POLICIES / "diffusion_soft_lift", noise_seed=noise_seed)
+            select = policy.select_action
+            policy.select_action = lambda obs: seen.append(select(obs)) or seen[-1]
+            return policy
+
+        run_episode(spec, factory, env=env)
+        return seen
+
+    try:
+        plain, again, other, other_again = actions(0), actions(0), actions(3), actions(3)
+        assert all(np.array_equal(a, b) for a, b in zip(plain, again, strict=True))
+        assert all(np.array_equal(a, b) for a, b in zip(other, other_again, strict=True))
+        assert not np.array_equal(plain[0], other[0])  # the first chunk is sampled anew
+        with pytest.raises(PolicyLoadError, match="noise_seed must be an integer"):
+            load_policy(env, POLICIES / "diffusion_soft_lift", noise_seed=1.5)
+    finally:
+        env.close()
+
+
 def test_load_policy_takes_no_unknown_keyword():
     spec = EpisodeSpec("SoftLift", "tofu", "default", 0, 0)
     env = STATE.make(spec)
