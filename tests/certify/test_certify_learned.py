@@ -12,7 +12,14 @@ import pytest
 from tests.certify.test_certify_cli import simroll
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow  # ~45 s: diffusion rollouts of the reference and two candidates
+pytestmark = pytest.mark.slow  # ~1 min: diffusion rollouts of the reference and four candidates
+# candidate -> (denoising steps, actions executed per chunk); None: the shipped checkpoint's chunk
+CANDIDATES = {
+    "denoise_5": (5, None),
+    "denoise_5_chunk_2": (5, 2),
+    "denoise_5_chunk_5": (5, 5),
+    "denoise_2_chunk_5": (2, 5),
+}
 
 
 @pytest.fixture(scope="module")
@@ -29,10 +36,6 @@ def certified(tmp_path_factory):
         "episodes=4",
         "epsilon=0.6",
         "delta=0.2",
-        "~policy@candidates.denoise_5",
-        "~accel@candidates.denoise_5",
-        "~policy@candidates.denoise_5_chunk_2",
-        "~accel@candidates.denoise_5_chunk_2",
         "env.objects=[sponge]",
         "progress=false",
         timeout=600,
@@ -45,18 +48,16 @@ def test_candidates_cost_fewer_network_evaluations_per_step_than_the_reference(c
     _, certificate = certified
     reference = certificate["reference"]["cost"]["model_calls_per_step"]
     by_name = {c["name"]: c for c in certificate["candidates"]}
-    assert set(by_name) == {"denoise_5_chunk_5", "denoise_2_chunk_5"}
-    # the shipped checkpoint's own chunk: reference `steps` denoising steps per `chunk` actions;
-    # denoise_5 + chunk_5: 5 per 5 actions; denoise_2 + chunk_5: 2 per 5
+    assert set(by_name) == set(CANDIDATES)
+    # the shipped checkpoint: `steps` denoising steps per `chunk` executed actions
     shipped = json.loads((ROOT / "policies" / "diffusion_soft_lift" / "config.json").read_text())
     steps, chunk = shipped["num_inference_steps"], shipped["n_action_steps"]
     assert reference == pytest.approx(steps / chunk, rel=0.15)
-    assert by_name["denoise_5_chunk_5"]["speedup_model_calls"] == pytest.approx(
-        (steps / chunk) / (5 / 5), rel=0.2
-    )
-    assert by_name["denoise_2_chunk_5"]["speedup_model_calls"] == pytest.approx(
-        (steps / chunk) / (2 / 5), rel=0.2
-    )
+    for name, (candidate_steps, candidate_chunk) in CANDIDATES.items():
+        per_step = candidate_steps / (candidate_chunk or chunk)
+        assert by_name[name]["speedup_model_calls"] == pytest.approx(
+            (steps / chunk) / per_step, rel=0.2
+        ), name
 
 
 def test_candidates_ran_the_same_specs_and_the_reference_only_where_needed(certified):
@@ -66,19 +67,16 @@ def test_candidates_ran_the_same_specs_and_the_reference_only_where_needed(certi
     fail depends on the policy's outcomes, which may differ between CPUs (float kernels)."""
     out, certificate = certified
     rows = {}
-    for name in ("diffusion", "denoise_5_chunk_5", "denoise_2_chunk_5"):
+    for name in ("diffusion", *CANDIDATES):
         lines = (out / name / "records.jsonl").read_text().splitlines()
         rows[name] = {row["spec"]["index"]: row for row in map(json.loads, lines)}
-    assert set(rows["denoise_5_chunk_5"]) == set(rows["denoise_2_chunk_5"]) == {0, 1, 2, 3}
+    assert all(set(rows[name]) == {0, 1, 2, 3} for name in CANDIDATES)
     for index, row in rows["diffusion"].items():
         assert row["spec"]["seed"] == rows["denoise_5_chunk_5"][index]["spec"]["seed"]
     failed_somewhere = {
-        index
-        for name in ("denoise_5_chunk_5", "denoise_2_chunk_5")
-        for index, row in rows[name].items()
-        if not row["success"]
+        index for name in CANDIDATES for index, row in rows[name].items() if not row["success"]
     }
     expected = failed_somewhere | ({0, 1} if len(failed_somewhere) < 2 else set())
     assert set(rows["diffusion"]) == expected
     assert certificate["rollouts"]["per_policy"]["reference"] == len(expected)
-    assert certificate["chosen"] in ("diffusion", "denoise_5_chunk_5", "denoise_2_chunk_5")
+    assert certificate["chosen"] in ("diffusion", *CANDIDATES)
