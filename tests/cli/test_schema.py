@@ -211,6 +211,8 @@ DOCUMENTED = [  # README.md, simroll/certify/README.md, policy cards and config 
     ("certify", "~policy@candidates.expert_replan3 output_dir=runs/certify/x"),
     ("certify", "+policy@candidates.denoise_5=diffusion +accel@candidates.denoise_5=denoise_5"),
     ("certify_diffusion", "episodes=60 design=fixed"),
+    ("certify_diffusion", "success=dsr backend=vector batch=4 seed=30000 episodes=300"),
+    ("certify_diffusion_noise", "success=dsr backend=vector batch=4 seed=30000 episodes=300"),
     ("roundtrip", "stage=bench output_dir=runs/roundtrip/small"),
     ("roundtrip", "roundtrip=large drop_blocks=[hand]"),
     ("roundtrip", "+splits.ood_x.episodes=3 +splits.ood_x.variation.young_scale=0.5"),
