@@ -53,9 +53,9 @@ def crossing(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     if over is None:
         return None
     before = rows[max(0, over - 2) : over]
-    held = [k for k, row in enumerate(rows[:over]) if row["phase"] in HELD_PHASES]
+    held = any(row["phase"] in HELD_PHASES for row in rows[:over])
     # held earlier, not held at the crossing: it fell (or was pulled) out of the grasp first
-    dropped = bool(held) and rows[over]["phase"] not in HELD_PHASES
+    dropped = held and rows[over]["phase"] not in HELD_PHASES
     return {
         "step": over,
         "phase": rows[over]["phase"],

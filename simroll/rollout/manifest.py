@@ -171,15 +171,15 @@ def start_run(
     else:
         note = _check_resume(run_dir, existing, manifest, episodes_may_change)
         codes = list(existing.code)
-        if codes and codes[-1] != code:
-            changed = _code_change(codes[-1], code)
-            code_note = (
-                f"resuming {run_dir} with other code ({changed}): its records will come from "
-                f"{len(codes) + 1} code versions, listed in {MANIFEST_FILENAME} and the summary's "
-                "provenance; use a new output_dir for results from one version"
-            )
-            note = code_note if note is None else f"{note}; {code_note}"
-        if not codes or codes[-1] != code:
+        if codes[-1:] != [code]:  # a new entry only when the code changed (or none was kept)
+            if codes:
+                code_note = (
+                    f"resuming {run_dir} with other code ({_code_change(codes[-1], code)}): its "
+                    f"records will come from {len(codes) + 1} code versions, listed in "
+                    f"{MANIFEST_FILENAME} and the summary's provenance; use a new output_dir for "
+                    "results from one version"
+                )
+                note = code_note if note is None else f"{note}; {code_note}"
             codes.append(code)
         manifest = RunManifest(**{**vars(manifest), "created": existing.created})
     write_manifest(run_dir, RunManifest(**{**vars(manifest), "code": codes}), specs)
