@@ -141,6 +141,22 @@ def test_checkpoint_reloads_to_identical_action_chunks(trained, env, observation
     assert not np.array_equal(chunks[0], policy.predict_action_chunk(observation))
 
 
+def test_zero_noise_scale_makes_the_chunk_a_function_of_the_observation(trained, env, observation):
+    policy = load_policy(env, trained[0], overrides={"noise_scale": 0.0})
+    chunks = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        chunks.append(policy.predict_action_chunk(observation))
+    np.testing.assert_array_equal(chunks[0], chunks[1])
+    # Half the noise: seed-dependent still, but nearer the deterministic chunk than full noise.
+    spread = {}
+    for scale in (0.5, 1.0):
+        policy = load_policy(env, trained[0], overrides={"noise_scale": scale})
+        torch.manual_seed(1)
+        spread[scale] = np.abs(policy.predict_action_chunk(observation) - chunks[0]).mean()
+    assert 0 < spread[0.5] < spread[1.0], spread
+
+
 def test_the_instruction_changes_the_action_chunk(trained, env, observation):
     policy = load_policy(env, checkpoint := trained[0])
     chunks = {}
@@ -203,6 +219,8 @@ def test_int8_quantization_replaces_the_linear_layers_and_refuses_to_save(traine
         ({"n_action_steps": 5}, "n_action_steps"),
         ({"num_flow_steps": 0}, "num_flow_steps"),
         ({"keep_visual_tokens": 5}, "keep_visual_tokens"),
+        ({"noise_scale": -0.5}, "noise_scale"),
+        ({"noise_scale": "low"}, "noise_scale"),
     ],
 )
 def test_impossible_knob_settings_are_refused_at_load(trained, env, overrides, message):

@@ -7,7 +7,8 @@ architecture it holds the inference-time acceleration knobs that certification v
 ``load_policy(..., overrides={...})``: ``num_flow_steps`` (Euler steps of the flow-matching head),
 ``n_action_steps`` (actions executed per predicted chunk), ``keep_visual_tokens`` (patch tokens
 kept per camera, ranked by feature norm) and ``quantize_int8`` (dynamic int8 quantization of
-every ``nn.Linear`` after the weights are loaded).
+every ``nn.Linear`` after the weights are loaded), and ``noise_scale``, the scale of the flow's
+starting noise (0: a deterministic policy).
 """
 
 from __future__ import annotations
@@ -102,6 +103,10 @@ class SimVLAConfig(AdamWCosinePresets, PreTrainedConfig):
 
     # Flow matching (openpi conventions: t=1 is noise, t=0 the action chunk).
     num_flow_steps: int = 10
+    # Inference-only: scale of the Gaussian noise the flow starts from. 1 samples the learned
+    # action distribution; below 1 leans towards its central mode (0: one deterministic chunk per
+    # observation, so the policy's rollout is a function of the episode's spec alone).
+    noise_scale: float = 1.0
     time_sampling_beta_alpha: float = 1.5
     time_sampling_beta_beta: float = 1.0
     time_sampling_scale: float = 0.999
@@ -148,6 +153,10 @@ class SimVLAConfig(AdamWCosinePresets, PreTrainedConfig):
             raise ValueError(
                 f"n_action_steps ({self.n_action_steps}) must be <= chunk_size ({self.chunk_size})"
             )
+        if isinstance(self.noise_scale, bool) or not (
+            isinstance(self.noise_scale, int | float) and self.noise_scale >= 0
+        ):
+            raise ValueError(f"noise_scale must be a number >= 0, got {self.noise_scale!r}")
         if self.n_obs_steps != 1:
             raise ValueError(
                 f"SimVLA reads one observation step, got n_obs_steps={self.n_obs_steps}"

@@ -12,7 +12,8 @@ goes through a decoder (self-attention over the chunk, cross-attention to the co
 predicts the velocity ``noise - actions``; training minimises its squared error on the unpadded
 steps. Inference integrates from ``t = 1`` (Gaussian noise) to ``t = 0`` with ``num_flow_steps``
 Euler steps (LeRobot's shared ``euler_integrate``), encoding the context and projecting its
-keys/values once per chunk.
+keys/values once per chunk. ``noise_scale`` scales the starting noise: 0 integrates from the
+noise distribution's mean, a deterministic chunk per observation.
 
 Acceleration knobs (config fields, settable through ``load_policy(..., overrides=...)``):
 ``num_flow_steps``, ``n_action_steps``, ``keep_visual_tokens`` (keep the top-k patch tokens of
@@ -324,7 +325,7 @@ class SimVLAModel(nn.Module):
         context, mask = self.encode(batch)
         shape = (context.shape[0], self.config.chunk_size, self.action_dim)
         if noise is None:
-            noise = sample_noise(shape, context.device)
+            noise = sample_noise(shape, context.device) * self.config.noise_scale
         kv = self.context_kv(context)
         return euler_integrate(
             lambda x_t, time: self.velocity(x_t, time, kv, mask),
