@@ -84,12 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.episodes < 1:
         parser.error(f"--episodes must be >= 1, got {args.episodes}")
-    overrides = {}
-    for item in args.override:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            parser.error(f"--override takes KEY=VALUE, got {item!r}")
-        overrides[key] = json.loads(value)
+    from simroll.policies.resolve import parse_setting
+
+    try:
+        overrides = dict(parse_setting(item) for item in args.override)
+    except ValueError as error:
+        parser.error(f"--override: {error}")
 
     import numpy as np
 

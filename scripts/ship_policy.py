@@ -174,12 +174,12 @@ def config_defaults(policy_type: str) -> dict:
 def inference_settings(args, parser, config: dict, checkpoint: Path) -> tuple[dict, dict]:
     """``--inference`` as {key: value}, and each key's value in ``config`` before it (a setting
     the checkpoint predates is a field of its config class, at the field's default)."""
-    settings = {}
-    for item in args.inference:
-        key, sep, value = item.partition("=")
-        if not sep:
-            parser.error(f"--inference takes KEY=VALUE, got {item!r}")
-        settings[key] = json.loads(value)
+    from simroll.policies.resolve import parse_setting
+
+    try:
+        settings = dict(parse_setting(item) for item in args.inference)
+    except ValueError as error:
+        parser.error(f"--inference: {error}")
     defaults = config_defaults(config["type"])
     unknown = [key for key in settings if key not in config and key not in defaults]
     if unknown:  # checked before anything in policies/ is replaced

@@ -11,8 +11,10 @@
   backends, e.g. a module-level function or a ``functools.partial`` of one).
 
 :func:`policy_config` builds the mapping of a named config with overrides (an acceleration
-knob: ``policy_config("vla", overrides={"num_flow_steps": 2})``). The config (JSON-able) is what a
-run's manifest records and hashes, so two runs of the same policy compare equal.
+knob: ``policy_config("vla", overrides={"num_flow_steps": 2})``); :func:`parse_setting` reads one
+such override written ``KEY=VALUE`` (the scripts' ``--override`` / ``--inference``). The config
+(JSON-able) is what a run's manifest records and hashes, so two runs of the same policy compare
+equal.
 """
 
 from __future__ import annotations
@@ -52,6 +54,21 @@ def policy_config(name: str, **fields: Any) -> dict[str, Any]:
         raise ValueError(f"unknown policy config {name!r}; expected one of {policy_names()}")
     config = OmegaConf.merge(_compose(name), OmegaConf.create(fields))
     return OmegaConf.to_container(config, resolve=True)
+
+
+def parse_setting(item: str) -> tuple[str, Any]:
+    """``"KEY=VALUE"`` as ``(key, value)``, the value read as JSON (``n_action_steps=2``,
+    ``noise_scale=0.5``, ``ignored_state=["hand_vz"]``), or as the bare string when it is not JSON
+    (``quantize=int8``); ``ValueError`` naming the item when there is no ``=`` or no key."""
+    import json
+
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise ValueError(f"expected a setting KEY=VALUE, got {item!r}")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
 
 
 @functools.cache  # composing takes a few tenths of a second; the result is never mutated
