@@ -79,7 +79,7 @@ NOISE_SEED_STRIDE = 1_000_003
 class LeRobotPolicy:
     """A LeRobot ``PreTrainedPolicy`` with its processors, speaking simroll observations.
 
-    For ACT (without temporal ensembling), diffusion and SimVLA, whose ``select_action`` plans a
+    For ACT, diffusion and SimVLA without temporal ensembling, whose ``select_action`` plans a
     chunk with ``predict_action_chunk`` from the last ``n_obs_steps`` observations when its queue
     is empty and then pops one of ``n_action_steps`` actions per step, this wrapper runs that loop
     itself on its own queue of un-normalized actions. It converts and normalizes only the
@@ -103,8 +103,9 @@ class LeRobotPolicy:
         self.tactile_image_size = int(tactile.shape[1]) if tactile is not None else None
         self.task = task
         self.policy.eval()
-        self.owns_queue = config.type in ("diffusion", "simvla", "wam") or (
-            config.type == "act" and config.temporal_ensemble_coeff is None
+        # a temporal ensemble is LeRobot's select_action's own (ACT's, SimVLA's): call it
+        self.owns_queue = config.type in ("diffusion", "simvla", "wam", "act") and (
+            getattr(config, "temporal_ensemble_coeff", None) is None
         )
         # diffusion-style models read a stacked observation history (LeRobot's training batches
         # carry one exactly when observation_delta_indices is set); ACT and SimVLA read one step

@@ -157,6 +157,29 @@ def test_zero_noise_scale_makes_the_chunk_a_function_of_the_observation(trained,
     assert 0 < spread[0.5] < spread[1.0], spread
 
 
+def test_temporal_ensembling_averages_the_chunks_covering_each_step(trained, env):
+    # uniform weights (coefficient 0); zero noise makes each chunk a function of its observation
+    settings = {"temporal_ensemble_coeff": 0.0, "n_action_steps": 1, "noise_scale": 0.0}
+    policy = load_policy(env, trained[0], overrides=settings)
+    assert not policy.owns_queue  # LeRobot's select_action (the ensembler) is called every step
+    obs, _ = env.reset(seed=3)
+    policy.reset()
+    batches, actions = [], []
+    for _ in range(3):
+        batches.append(policy.preprocessor(policy.batch(obs)))
+        actions.append(policy.select_action(obs))
+        obs, *_ = env.step(actions[-1])
+    chunks = [policy.policy.predict_action_chunk(batch)[0] for batch in batches]
+    for step, action in enumerate(actions):  # chunk k predicted step k + i at its index i
+        mean = torch.stack([chunks[k][step - k] for k in range(step + 1)]).mean(dim=0)
+        expected = np.clip(policy.postprocessor(mean[None])[0].numpy(), -1.0, 1.0)
+        np.testing.assert_allclose(action, expected, atol=1e-5)
+    assert (
+        np.abs(actions[2] - np.clip(policy.postprocessor(chunks[2][:1])[0].numpy(), -1, 1)).max()
+        > 1e-4
+    )
+
+
 def test_the_instruction_changes_the_action_chunk(trained, env, observation):
     policy = load_policy(env, checkpoint := trained[0])
     chunks = {}
@@ -220,6 +243,7 @@ def test_int8_quantization_replaces_the_linear_layers_and_refuses_to_save(traine
         ({"num_flow_steps": 0}, "num_flow_steps"),
         ({"keep_visual_tokens": 5}, "keep_visual_tokens"),
         ({"noise_scale": -0.5}, "noise_scale"),
+        ({"temporal_ensemble_coeff": 0.01, "n_action_steps": 2}, "temporal_ensemble_coeff"),
         ({"noise_scale": "low"}, "noise_scale"),
     ],
 )

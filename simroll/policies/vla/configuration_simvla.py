@@ -7,8 +7,9 @@ architecture it holds the inference-time acceleration knobs that certification v
 ``load_policy(..., overrides={...})``: ``num_flow_steps`` (Euler steps of the flow-matching head),
 ``n_action_steps`` (actions executed per predicted chunk), ``keep_visual_tokens`` (patch tokens
 kept per camera, ranked by feature norm) and ``quantize_int8`` (dynamic int8 quantization of
-every ``nn.Linear`` after the weights are loaded), and ``noise_scale``, the scale of the flow's
-starting noise (0: a deterministic policy).
+every ``nn.Linear`` after the weights are loaded), and two sampling settings: ``noise_scale``,
+the scale of the flow's starting noise (0: a deterministic policy), and
+``temporal_ensemble_coeff`` (ACT's temporal ensembling of overlapping chunks).
 """
 
 from __future__ import annotations
@@ -107,6 +108,10 @@ class SimVLAConfig(AdamWCosinePresets, PreTrainedConfig):
     # action distribution; below 1 leans towards its central mode (0: one deterministic chunk per
     # observation, so the policy's rollout is a function of the episode's spec alone).
     noise_scale: float = 1.0
+    # Inference-only: ACT's temporal ensembling (LeRobot's ACTTemporalEnsembler). With
+    # n_action_steps 1, each step's action is the weighted mean of what every chunk still covering
+    # that step predicted for it, weight exp(-coeff * i) with i = 0 for the oldest; None: off.
+    temporal_ensemble_coeff: float | None = None
     time_sampling_beta_alpha: float = 1.5
     time_sampling_beta_beta: float = 1.0
     time_sampling_scale: float = 0.999
@@ -157,6 +162,19 @@ class SimVLAConfig(AdamWCosinePresets, PreTrainedConfig):
             isinstance(self.noise_scale, int | float) and self.noise_scale >= 0
         ):
             raise ValueError(f"noise_scale must be a number >= 0, got {self.noise_scale!r}")
+        if self.temporal_ensemble_coeff is not None:
+            if isinstance(self.temporal_ensemble_coeff, bool) or not isinstance(
+                self.temporal_ensemble_coeff, int | float
+            ):
+                raise ValueError(
+                    "temporal_ensemble_coeff must be None or a number, got "
+                    f"{self.temporal_ensemble_coeff!r}"
+                )
+            if self.n_action_steps != 1:
+                raise ValueError(
+                    "temporal_ensemble_coeff needs n_action_steps 1 (a new chunk every step), got "
+                    f"n_action_steps={self.n_action_steps}"
+                )
         if self.n_obs_steps != 1:
             raise ValueError(
                 f"SimVLA reads one observation step, got n_obs_steps={self.n_obs_steps}"

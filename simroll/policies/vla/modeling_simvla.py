@@ -13,7 +13,9 @@ predicts the velocity ``noise - actions``; training minimises its squared error 
 steps. Inference integrates from ``t = 1`` (Gaussian noise) to ``t = 0`` with ``num_flow_steps``
 Euler steps (LeRobot's shared ``euler_integrate``), encoding the context and projecting its
 keys/values once per chunk. ``noise_scale`` scales the starting noise: 0 integrates from the
-noise distribution's mean, a deterministic chunk per observation.
+noise distribution's mean, a deterministic chunk per observation. ``temporal_ensemble_coeff``
+averages, every step, the actions that the overlapping chunks predicted for it (ACT's temporal
+ensembling, LeRobot's implementation).
 
 Acceleration knobs (config fields, settable through ``load_policy(..., overrides=...)``):
 ``num_flow_steps``, ``n_action_steps``, ``keep_visual_tokens`` (keep the top-k patch tokens of
@@ -357,22 +359,34 @@ def unpadded_mean(errors: Tensor, batch: dict[str, Any]) -> Tensor:
 class ActionChunkQueue:
     """LeRobot's acting verbs for a policy that predicts action chunks (SimVLA, the WAM):
     ``select_action`` returns one action at a time from a queue of ``config.n_action_steps``,
-    refilled by ``predict_action_chunk`` when empty; ``reset`` drops the queue."""
+    refilled by ``predict_action_chunk`` when empty, or, with ``config.temporal_ensemble_coeff``
+    set, predicts a chunk every step and returns LeRobot's ACT temporal ensemble of the chunks
+    covering this step; ``reset`` drops the queue and the ensemble."""
 
     def get_optim_params(self):
         return self.parameters()
 
     def reset(self) -> None:
-        """Call whenever the environment is reset: drops the queued actions."""
+        """Call whenever the environment is reset: drops the queued (or ensembled) actions."""
         self._action_queue: deque[Tensor] = deque([], maxlen=self.config.n_action_steps)
+        self._ensembler = None
+        coeff = getattr(self.config, "temporal_ensemble_coeff", None)
+        if coeff is not None:
+            from lerobot.policies.act.modeling_act import ACTTemporalEnsembler
+
+            self._ensembler = ACTTemporalEnsembler(coeff, self.config.chunk_size)
 
     @torch.no_grad()
     def select_action(self, batch: dict[str, Any], noise: Tensor | None = None, **kwargs: Any):
         """The next action (B, action_dim); a new chunk is predicted when the queue is empty."""
         if self.training:  # Module.eval() walks every submodule: ~0.3 ms, so not on every step
             self.eval()
-        if self._action_queue.maxlen != self.config.n_action_steps:
-            self.reset()  # n_action_steps was changed after construction
+        if self._action_queue.maxlen != self.config.n_action_steps or (self._ensembler is None) != (
+            getattr(self.config, "temporal_ensemble_coeff", None) is None
+        ):
+            self.reset()  # n_action_steps or the ensembling was changed after construction
+        if self._ensembler is not None:  # a new chunk every step, averaged with the earlier ones
+            return self._ensembler.update(self.predict_action_chunk(batch, noise=noise))
         if not self._action_queue:
             chunk = self.predict_action_chunk(batch, noise=noise)[:, : self.config.n_action_steps]
             self._action_queue.extend(chunk.transpose(0, 1))
