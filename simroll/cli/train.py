@@ -54,6 +54,7 @@ def run(cfg: DictConfig) -> dict:
         threads=cfg.threads,
         ema_decay=recipe.get("ema_decay"),
         init_from=None if cfg.get("init_from") is None else str(cfg.init_from),
+        task_weights=OmegaConf.to_container(cfg.task_weights, resolve=True),
     )
     if cfg.dagger.rounds > 0:
         return _dagger(cfg, train_config, output_dir)

@@ -122,6 +122,8 @@ class DaggerConfig:
                 "steps",
             )
         }
+        if train_config.task_weights:  # (absent from runs made before the setting existed)
+            trained["task_weights"] = dict(train_config.task_weights)
         # the path alone would let weights retrained at init_from join the stored rounds
         init_from = train_config.init_from
         trained[INIT_DIGEST] = None if init_from is None else weights_digest(init_from)

@@ -18,6 +18,11 @@ samples much smoother actions from them than from the last optimiser step's.
 With ``init_from`` the policy starts from the weights of an earlier checkpoint of the same recipe
 (fine-tuning, or continuing a run with a fresh learning-rate schedule) instead of its random
 initialisation.
+
+With ``task_weights`` (``{"squeeze": 3.0}``) frames are drawn with replacement, each with a
+probability proportional to its weight (torch's ``WeightedRandomSampler``, seeded), so a task
+whose decisive phase is short gets more of the batches; without it every frame is drawn once
+per epoch.
 """
 
 from __future__ import annotations
@@ -47,6 +52,44 @@ class TrainingDataError(ValueError):
     """The dataset lacks a feature the policy is configured to read."""
 
 
+def frame_weights(dataset, ds_meta, task_weights: dict[str, float]) -> torch.Tensor:
+    """Each frame's sampling weight: the product of ``task_weights[key]`` over the keys its
+    task string contains (case-insensitive), 1 when none does. A key no task contains, or a
+    weight that is not a positive number, raises ``ValueError`` naming it."""
+    tasks = {
+        int(index): str(task)
+        for task, index in zip(ds_meta.tasks.index, ds_meta.tasks["task_index"], strict=True)
+    }
+    per_task = dict.fromkeys(tasks, 1.0)
+    for key, weight in task_weights.items():
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not weight > 0:
+            raise ValueError(f"task_weights[{key!r}] must be a number > 0, got {weight!r}")
+        matched = [index for index, task in tasks.items() if str(key).lower() in task.lower()]
+        if not matched:
+            raise ValueError(
+                f"task_weights key {key!r} is in no task of the dataset; its tasks are "
+                f"{sorted(tasks.values())}"
+            )
+        for index in matched:
+            per_task[index] *= float(weight)
+    task_index = torch.as_tensor(dataset.hf_dataset["task_index"]).long()
+    lookup = torch.tensor(
+        [per_task.get(i, 1.0) for i in range(max(per_task) + 1)], dtype=torch.double
+    )
+    return lookup[task_index]
+
+
+def frame_sampler(dataset, ds_meta, task_weights: dict[str, float], generator: torch.Generator):
+    """An epoch's worth of frames drawn with replacement by :func:`frame_weights` (torch's
+    ``WeightedRandomSampler``); None without ``task_weights`` (the loader shuffles instead)."""
+    if not task_weights:
+        return None
+    weights = frame_weights(dataset, ds_meta, task_weights)
+    return torch.utils.data.WeightedRandomSampler(
+        weights, num_samples=len(weights), replacement=True, generator=generator
+    )
+
+
 @dataclass
 class TrainConfig:
     dataset_root: str
@@ -64,6 +107,9 @@ class TrainConfig:
     memoize: bool = True  # keep items in memory across epochs; cached video and table reads
     ema_decay: float | None = None  # checkpoints hold an EMA of the weights (see module doc)
     init_from: str | None = None  # a checkpoint of the same architecture to fine-tune
+    # sampling weight of the frames whose task (instruction) contains a key; others weigh 1, a
+    # frame matching several keys weighs their product (see frame_weights)
+    task_weights: dict[str, float] = field(default_factory=dict)
 
 
 def _policy_config(cfg: TrainConfig, ds_meta):
@@ -236,10 +282,12 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, Any]:
         cache_videos(dataset, skip=unread)
         cache_columns(dataset)  # table queries answered from columns loaded once
     source = MemoizedDataset(dataset, drop=unread) if cfg.memoize else dataset
+    sampler = frame_sampler(dataset, ds_meta, cfg.task_weights, generator)
     loader = torch.utils.data.DataLoader(
         source,
         batch_size=cfg.batch_size,
-        shuffle=True,
+        shuffle=sampler is None,
+        sampler=sampler,
         generator=generator,
         num_workers=cfg.num_workers,
         drop_last=len(dataset) >= cfg.batch_size,

@@ -7,6 +7,7 @@ import json
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 
 import simroll.envs  # noqa: F401
 from simroll.policies.lerobot import PolicyLoadError, load_policy
@@ -290,3 +291,46 @@ def test_init_from_continues_a_checkpoint_and_refuses_another_architecture(
     config.init_from = str(tmp_path)
     with pytest.raises(TrainingDataError, match="is not a checkpoint"):
         train(config, progress=False)
+
+
+def _dataset_and_meta(root):
+    from lerobot.datasets.lerobot_dataset import LeRobotDatasetMetadata
+
+    from simroll.rollout.lerobot_io import open_dataset
+
+    return open_dataset("simroll/lift_state", root=root), LeRobotDatasetMetadata(
+        "simroll/lift_state", root=root
+    )
+
+
+def test_task_weights_weigh_frames_by_the_keys_their_instruction_contains(lift_dataset):
+    from simroll.train.trainer import frame_sampler, frame_weights
+
+    dataset, meta = _dataset_and_meta(lift_dataset)
+    task_of = dict(zip(meta.tasks["task_index"], meta.tasks.index, strict=True))
+    sponge = torch.tensor(["sponge" in task_of[int(i)] for i in dataset.hf_dataset["task_index"]])
+    assert 0 < int(sponge.sum()) < len(sponge)
+    weights = frame_weights(dataset, meta, {"SPONGE": 2.0, "lift": 3})  # case-insensitive, product
+    assert torch.all(weights[sponge] == 6.0) and torch.all(weights[~sponge] == 3.0)
+    sampler = frame_sampler(dataset, meta, {"sponge": 1e9}, torch.Generator().manual_seed(0))
+    drawn = list(sampler)
+    assert len(drawn) == len(dataset) and all(sponge[i] for i in drawn)
+    assert frame_sampler(dataset, meta, {}, torch.Generator()) is None
+    with pytest.raises(ValueError, match=r"'pour' is in no task.*lift it gently"):
+        frame_weights(dataset, meta, {"pour": 2.0})
+    with pytest.raises(ValueError, match=r"task_weights\['sponge'\] must be a number > 0"):
+        frame_weights(dataset, meta, {"sponge": 0})
+
+
+def test_training_refuses_a_task_weight_key_before_training(lift_dataset, tmp_path):
+    config = TrainConfig(
+        dataset_root=str(lift_dataset),
+        output_dir=str(tmp_path / "run"),
+        input_features=INPUTS,
+        policy_overrides=TINY_DIFFUSION,
+        steps=2,
+        task_weights={"pour": 2.0},
+    )
+    with pytest.raises(ValueError, match="'pour' is in no task"):
+        train(config, progress=False)
+    assert not (tmp_path / "run" / "checkpoints").exists()
