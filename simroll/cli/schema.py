@@ -158,7 +158,7 @@ class TrainSchema:
     batch_size: int = MISSING
     seed: int = MISSING
     init_from: str | None = MISSING
-    task_weights: dict[str, float] = field(default_factory=dict)
+    task_weights: Any = None  # None or {instruction substring: weight} (checked by the trainer)
     log_every: int = MISSING
     checkpoint_every: int = MISSING
     threads: int = MISSING

@@ -54,7 +54,9 @@ def run(cfg: DictConfig) -> dict:
         threads=cfg.threads,
         ema_decay=recipe.get("ema_decay"),
         init_from=None if cfg.get("init_from") is None else str(cfg.init_from),
-        task_weights=OmegaConf.to_container(cfg.task_weights, resolve=True),
+        task_weights=OmegaConf.to_container(cfg.task_weights, resolve=True)
+        if cfg.get("task_weights") is not None
+        else {},
     )
     if cfg.dagger.rounds > 0:
         return _dagger(cfg, train_config, output_dir)

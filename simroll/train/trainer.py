@@ -32,7 +32,7 @@ import json
 import math
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,11 @@ def frame_weights(dataset, ds_meta, task_weights: dict[str, float]) -> torch.Ten
     """Each frame's sampling weight: the product of ``task_weights[key]`` over the keys its
     task string contains (case-insensitive), 1 when none does. A key no task contains, or a
     weight that is not a positive number, raises ``ValueError`` naming it."""
+    if not isinstance(task_weights, Mapping):
+        raise ValueError(
+            "task_weights must be a mapping {instruction substring: weight}, got "
+            f"{task_weights!r}"
+        )
     tasks = {
         int(index): str(task)
         for task, index in zip(ds_meta.tasks.index, ds_meta.tasks["task_index"], strict=True)

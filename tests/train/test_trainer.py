@@ -320,6 +320,8 @@ def test_task_weights_weigh_frames_by_the_keys_their_instruction_contains(lift_d
         frame_weights(dataset, meta, {"pour": 2.0})
     with pytest.raises(ValueError, match=r"task_weights\['sponge'\] must be a number > 0"):
         frame_weights(dataset, meta, {"sponge": 0})
+    with pytest.raises(ValueError, match=r"task_weights must be a mapping .*\[1\]"):
+        frame_weights(dataset, meta, [1])
 
 
 def test_training_refuses_a_task_weight_key_before_training(lift_dataset, tmp_path):
