@@ -28,7 +28,7 @@ from simroll.cli.rundir import (
     one_line_errors,
 )
 from simroll.train.dagger import DaggerConfig, DaggerError, run_dagger
-from simroll.train.trainer import TrainConfig, TrainingDataError, train
+from simroll.train.trainer import TrainConfig, TrainingDataError, check_task_weights, train
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "_data" / "configs")
 
@@ -58,6 +58,8 @@ def run(cfg: DictConfig) -> dict:
         if cfg.get("task_weights") is not None
         else {},
     )
+    if train_config.task_weights:  # refused now, not after DAgger's first rollouts
+        check_task_weights(train_config)
     if cfg.dagger.rounds > 0:
         return _dagger(cfg, train_config, output_dir)
     with hold_run_dir(output_dir):

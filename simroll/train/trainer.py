@@ -52,10 +52,11 @@ class TrainingDataError(ValueError):
     """The dataset lacks a feature the policy is configured to read."""
 
 
-def frame_weights(dataset, ds_meta, task_weights: dict[str, float]) -> torch.Tensor:
-    """Each frame's sampling weight: the product of ``task_weights[key]`` over the keys its
+def task_weight_table(ds_meta, task_weights: Mapping[str, float]) -> dict[int, float]:
+    """Each task index's sampling weight: the product of ``task_weights[key]`` over the keys its
     task string contains (case-insensitive), 1 when none does. A key no task contains, or a
-    weight that is not a positive number, raises ``ValueError`` naming it."""
+    weight that is not a positive number, raises ``ValueError`` naming it (``simroll train``
+    checks this before DAgger's first rollouts)."""
     if not isinstance(task_weights, Mapping):
         raise ValueError(
             "task_weights must be a mapping {instruction substring: weight}, got "
@@ -65,7 +66,7 @@ def frame_weights(dataset, ds_meta, task_weights: dict[str, float]) -> torch.Ten
         int(index): str(task)
         for task, index in zip(ds_meta.tasks.index, ds_meta.tasks["task_index"], strict=True)
     }
-    per_task = dict.fromkeys(tasks, 1.0)
+    table = dict.fromkeys(tasks, 1.0)
     for key, weight in task_weights.items():
         if isinstance(weight, bool) or not isinstance(weight, int | float) or not weight > 0:
             raise ValueError(f"task_weights[{key!r}] must be a number > 0, got {weight!r}")
@@ -76,11 +77,26 @@ def frame_weights(dataset, ds_meta, task_weights: dict[str, float]) -> torch.Ten
                 f"{sorted(tasks.values())}"
             )
         for index in matched:
-            per_task[index] *= float(weight)
+            table[index] *= float(weight)
+    return table
+
+
+def check_task_weights(cfg: TrainConfig) -> None:
+    """Raise ``ValueError`` if ``cfg.task_weights`` names no task of ``cfg.dataset_root`` or has
+    a bad weight (a missing dataset is left for :func:`train` to report)."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDatasetMetadata
+
+    root = Path(cfg.dataset_root)
+    if (root / "meta" / "info.json").is_file():
+        meta = LeRobotDatasetMetadata(f"simroll/{root.name}", root=root)
+        task_weight_table(meta, cfg.task_weights)
+
+
+def frame_weights(dataset, ds_meta, task_weights: Mapping[str, float]) -> torch.Tensor:
+    """Each frame's sampling weight, its task's in :func:`task_weight_table`."""
+    table = task_weight_table(ds_meta, task_weights)
     task_index = torch.as_tensor(dataset.hf_dataset["task_index"]).long()
-    lookup = torch.tensor(
-        [per_task.get(i, 1.0) for i in range(max(per_task) + 1)], dtype=torch.double
-    )
+    lookup = torch.tensor([table.get(i, 1.0) for i in range(max(table) + 1)], dtype=torch.double)
     return lookup[task_index]
 
 

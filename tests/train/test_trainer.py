@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import gymnasium as gym
@@ -11,7 +12,13 @@ import torch
 
 import simroll.envs  # noqa: F401
 from simroll.policies.lerobot import PolicyLoadError, load_policy
-from simroll.train.trainer import MemoizedDataset, TrainConfig, TrainingDataError, train
+from simroll.train.trainer import (
+    MemoizedDataset,
+    TrainConfig,
+    TrainingDataError,
+    check_task_weights,
+    train,
+)
 
 TINY_DIFFUSION = {
     "down_dims": [16, 32],
@@ -336,3 +343,6 @@ def test_training_refuses_a_task_weight_key_before_training(lift_dataset, tmp_pa
     with pytest.raises(ValueError, match="'pour' is in no task"):
         train(config, progress=False)
     assert not (tmp_path / "run" / "checkpoints").exists()
+    with pytest.raises(ValueError, match="'pour' is in no task"):
+        check_task_weights(config)  # what simroll train asks before DAgger's rollouts
+    check_task_weights(dataclasses.replace(config, task_weights={"sponge": 2.0}))
