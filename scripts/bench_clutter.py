@@ -6,7 +6,8 @@ spec key): ``nominal_replay`` (the fixed plan from the digital twin, open loop),
 ``closed_loop_teacher`` (privileged, re-plans before every primitive, withdraws to look when its
 view is stale), the ``plan_labeller`` (privileged, keeps to the nominal plan while it still works
 from the true state, re-plans otherwise, never looks: the students' labeller) and any student
-checkpoints given with ``--student NAME=CHECKPOINT``. Scenes run under the ``pose_noise``
+checkpoints given with ``--student NAME=CHECKPOINT`` (inference settings with ``--setting
+NAME:KEY=VALUE``, e.g. ``grasp_gate=true``). Scenes run under the ``pose_noise``
 variation by default (every block moved by up to 3 mm and 2 degrees after the first frame,
 TRACE's execution noise), so the plan meets a world that differs from its twin.
 
@@ -93,7 +94,7 @@ def summarize(records: list[Any]) -> dict[str, Any]:
     }
 
 
-def run_method(args: argparse.Namespace, name: str, policy: str) -> tuple[dict[str, Any], list]:
+def run_method(args: argparse.Namespace, name: str, policy: Any) -> tuple[dict[str, Any], list]:
     """The method's JSON row and its evaluation run (for the paired comparison)."""
     import simroll
     from simroll.report.runs import load_eval_run
@@ -155,6 +156,26 @@ def paired(runs: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def student_settings(parser, items: list[str], students: dict[str, str]) -> dict[str, dict]:
+    """``--setting NAME:KEY=VALUE`` items as {student name: {key: value}}."""
+    from simroll.policies.resolve import parse_setting
+
+    settings: dict[str, dict] = {}
+    for item in items:
+        name, sep, setting = item.partition(":")
+        if not sep or name not in students:
+            parser.error(
+                f"--setting {item!r}: expected NAME:KEY=VALUE with NAME one of the --student "
+                f"names {sorted(students)}"
+            )
+        try:
+            key, value = parse_setting(setting)
+        except ValueError as error:
+            parser.error(f"--setting {item!r}: {error}")
+        settings.setdefault(name, {})[key] = value
+    return settings
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenes", type=int, default=100, help="per tier (over 4 targets)")
@@ -166,6 +187,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default=[],
         metavar="NAME=CHECKPOINT",
         help="a student checkpoint to compare (repeatable)",
+    )
+    parser.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="NAME:KEY=VALUE",
+        help="an inference setting of student NAME's checkpoint, as `simroll eval "
+        "+policy.overrides.KEY=VALUE` sets it (e.g. trace_dagger:grasp_gate=true; repeatable)",
     )
     parser.add_argument(
         "--targets",
@@ -186,12 +215,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"--scenes must be a positive multiple of {len(args.targets)} (the targets), "
             f"got {args.scenes}"
         )
-    methods = {name: BASELINES[name] for name in args.methods}
+    methods: dict[str, Any] = {name: BASELINES[name] for name in args.methods}
+    students = {}
     for item in args.student:
         name, sep, path = item.partition("=")
         if not sep or not (Path(path) / "model.safetensors").is_file():
             parser.error(f"--student {item!r}: expected NAME=<checkpoint directory>")
+        students[name] = path
+    settings = student_settings(parser, args.setting, students)
+    for name, path in students.items():
         methods[name] = path
+        if settings.get(name):  # the checkpoint with inference settings, as policy=lerobot has
+            methods[name] = {
+                "_target_": "simroll.policies.lerobot.load_policy",
+                "_partial_": True,
+                "path": str(Path(path).resolve()),
+                "device": "cpu",
+                "overrides": settings[name],
+            }
     if not methods:
         parser.error("nothing to run: give --methods and/or --student")
     from simroll.io import write_json_atomic
