@@ -255,3 +255,20 @@ def test_a_resume_refuses_other_weights_at_init_from(tmp_path):
     _check_resume(out, dagger.fingerprint(train_config), echo=notes.append)
     assert notes and "predates" in notes[0]
     assert json.loads((out / "dagger_config.json").read_text()) == first
+
+
+def test_a_resume_refuses_other_task_weights(tmp_path):
+    """task_weights change what a round trains on: a resume with other weights is refused, and a
+    run without them keeps the fingerprint it had before the setting existed."""
+    from simroll.train.dagger import _check_resume
+
+    out = tmp_path / "run"
+    out.mkdir()
+    train_config, dagger = _configs(tmp_path / "data", out)
+    assert "task_weights" not in dagger.fingerprint(train_config)["train"]
+    train_config.task_weights = {"squeeze": 3.0}
+    _check_resume(out, dagger.fingerprint(train_config), echo=lambda *a: None)
+    _check_resume(out, dagger.fingerprint(train_config), echo=lambda *a: None)  # same: fine
+    train_config.task_weights = {"squeeze": 2.0}
+    with pytest.raises(DaggerError, match="task_weights"):
+        _check_resume(out, dagger.fingerprint(train_config), echo=lambda *a: None)
