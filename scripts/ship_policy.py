@@ -100,10 +100,12 @@ def per_task(policy_run: Path, reference_run: Path) -> str:
 
 def dagger_section(run: Path) -> str:
     """The DAgger run a checkpoint came from: its base dataset and each round's rollouts,
-    labels and training, from the run's ``dagger.json``."""
-    metrics = json.loads((run / "dagger.json").read_text())
+    labels and training, from the run's ``dagger.json`` (``run`` may also be a copy of that
+    file, e.g. ``benchmarks/results/dagger_vla.json`` once the run directory is gone)."""
+    metrics = json.loads((run if run.is_file() else run / "dagger.json").read_text())
     config = metrics["config"]
     dagger, train = config["dagger"], config["train"]
+    weights = train.get("task_weights")
     lines = [
         f"`{run}`: {config['rounds']} rounds from `{train['init_from'] or 'a BC run'}` on base "
         f"dataset `{train['dataset_root']}`; each round rolled the previous round's checkpoint out "
@@ -112,7 +114,14 @@ def dagger_section(run: Path) -> str:
         f"action with probability beta, labelled every visited state with "
         f"`{dagger['labeller']['_target_']}` ({dagger['labeller'].get('closure', '')}), joined "
         f"the episodes onto the dataset and trained {dagger['steps_per_round']} steps from the "
-        "previous weights. Rollout rates are of the mixed policy that made the round's labels. "
+        "previous weights"
+        + (
+            f", drawing frames with task_weights `{json.dumps(weights)}` (sampling weight by "
+            "instruction)"
+            if weights
+            else ""
+        )
+        + ". Rollout rates are of the mixed policy that made the round's labels. "
         f"`dagger.json` counts {metrics['seconds'] / 60:.0f} minutes of wall time (for a "
         "resumed run, its last process's).",
         "",
@@ -294,8 +303,8 @@ def main() -> None:
         action="append",
         type=Path,
         default=[],
-        help="the DAgger run (simroll train dagger.rounds=N) it ends; repeat for runs that "
-        "continued one another, first run first",
+        help="the DAgger run (simroll train dagger.rounds=N) it ends, or a copy of its "
+        "dagger.json; repeat for runs that continued one another, first run first",
     )
     parser.add_argument(
         "--selection",
@@ -350,6 +359,14 @@ def main() -> None:
         f"{metrics['batch_size']}, seed {metrics['seed']}; loss {metrics['first_loss']:.3f} -> "
         f"{metrics['final_loss']:.3f}; {metrics['seconds'] / 60:.0f} minutes on CPU",
         f"- recipe overrides: `{json.dumps(recipe.get('policy_overrides', {}))}`",
+        *(
+            [
+                f"- frames drawn with task_weights `{json.dumps(recipe['task_weights'])}` "
+                "(sampling weight by instruction)"
+            ]
+            if recipe.get("task_weights")
+            else []
+        ),
         (
             f"- weights: exponential moving average, decay {metrics['ema_decay']} with warm-up"
             if metrics.get("ema_decay")

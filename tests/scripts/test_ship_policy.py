@@ -87,6 +87,14 @@ def test_dagger_section_lists_every_round(tmp_path):
         in section
     )
     assert "| 2 | 0.15 |" in section and "10 minutes" in section
+    assert "task_weights" not in section
+    # a copy of dagger.json (its run directory gone) reads the same; task_weights are named
+    config["train"]["task_weights"] = {"squeeze": 3.0}
+    copy = tmp_path / "dagger_copy.json"
+    copy.write_text(json.dumps(metrics))
+    section = script.dagger_section(copy)
+    assert "2 rounds from `policies/x`" in section and "| 2 | 0.15 |" in section
+    assert 'task_weights `{"squeeze": 3.0}`' in section
 
 
 def test_an_unknown_inference_key_is_refused(tmp_path):
