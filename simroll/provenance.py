@@ -1,5 +1,7 @@
-"""Which code made a result: the git commit of the simroll checkout (and whether it had
-uncommitted changes) and the installed package versions. Run manifests keep the code of every
+"""Which code made a result, and on what: the git commit of the simroll checkout (and whether it
+had uncommitted changes), the installed package versions, and the machine (:func:`machine`: its
+CPU model and the vector instructions torch's kernels use, since the same seed can give other
+floats, and so other episodes, on another CPU). Run manifests keep the code of every
 invocation that wrote into a run directory (:mod:`simroll.rollout.manifest`); summaries and
 certificates carry it in their provenance (:func:`simroll.scoring.summary.provenance`)."""
 
@@ -8,7 +10,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.metadata
+import platform
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -49,4 +53,38 @@ def _code_version() -> dict[str, Any]:
         "git_dirty": dirty,
         "git_diff_sha256": hashlib.sha256(diff.encode()).hexdigest() if diff else None,
         "simroll": version,
+    }
+
+
+def machine() -> dict[str, Any]:
+    """The machine of this process: ``platform``, ``processor`` (the architecture), ``cpu`` (the
+    CPU model, from ``/proc/cpuinfo`` where there is one) and ``torch_cpu_capability`` (the
+    widest vector instruction set torch's CPU kernels dispatch to, e.g. ``AVX512``; None when
+    torch was not imported). MuJoCo's and torch's kernels pick their vector paths by CPU, so an
+    episode's floats, and through contact and sampling its outcome, can differ between CPUs with
+    the same code and packages: compare results measured on one machine."""
+    torch = sys.modules.get("torch")
+    capability = None
+    if torch is not None:
+        try:
+            capability = str(torch.backends.cpu.get_cpu_capability())
+        except (AttributeError, RuntimeError):
+            capability = None
+    return {**_machine(), "torch_cpu_capability": capability}
+
+
+@functools.cache
+def _machine() -> dict[str, Any]:
+    cpu = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "platform": platform.platform(),
+        "processor": platform.machine(),
+        "cpu": cpu or platform.processor() or None,
     }

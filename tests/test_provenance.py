@@ -19,3 +19,16 @@ def test_the_code_version_names_the_checkout_and_its_uncommitted_changes():
     if code["git_diff_sha256"] is not None:
         assert code["git_dirty"] and re.fullmatch(r"[0-9a-f]{64}", code["git_diff_sha256"])
     assert code_version() == code  # nothing in it changes between calls
+
+
+def test_the_machine_names_its_cpu_and_torchs_vector_instructions():
+    import torch  # noqa: F401  (imported: its kernels' capability is recorded)
+
+    from simroll.provenance import machine
+    from simroll.scoring.summary import provenance
+
+    info = machine()
+    assert info["processor"] and info["platform"]
+    assert isinstance(info["cpu"], str) and info["cpu"]
+    assert isinstance(info["torch_cpu_capability"], str) and info["torch_cpu_capability"]
+    assert provenance()["machine"] == info

@@ -135,7 +135,10 @@ def provenance_view(
         rows.append(("python", str(provenance["python"])))
     machine = provenance.get("machine")
     if isinstance(machine, dict) and machine.get("platform"):
-        rows.append(("machine", str(machine["platform"])))
+        cpu = ", ".join(
+            str(machine[key]) for key in ("cpu", "torch_cpu_capability") if machine.get(key)
+        )
+        rows.append(("machine", str(machine["platform"]) + (f" ({cpu})" if cpu else "")))
     config_yaml = None
     if config:
         config_yaml = yaml.safe_dump(config, sort_keys=False, default_flow_style=None)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from simroll.io import write_json_atomic, write_text_atomic
-from simroll.provenance import code_version
+from simroll.provenance import code_version, machine
 from simroll.rollout.manifest import ManifestError, read_manifest
 from simroll.rollout.records import EpisodeRecord
 from simroll.rollout.store import RecordStore
@@ -62,7 +62,7 @@ def provenance(
         "git_diff_sha256": code["git_diff_sha256"],
         "packages": versions,
         "python": platform.python_version(),
-        "machine": {"platform": platform.platform(), "processor": platform.machine()},
+        "machine": machine(),
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else None,
         "config": config,
