@@ -223,16 +223,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             parser.error(f"--student {item!r}: expected NAME=<checkpoint directory>")
         students[name] = path
     settings = student_settings(parser, args.setting, students)
+    from simroll.policies.resolve import checkpoint_config
+
     for name, path in students.items():
         methods[name] = path
         if settings.get(name):  # the checkpoint with inference settings, as policy=lerobot has
-            methods[name] = {
-                "_target_": "simroll.policies.lerobot.load_policy",
-                "_partial_": True,
-                "path": str(Path(path).resolve()),
-                "device": "cpu",
-                "overrides": settings[name],
-            }
+            methods[name] = checkpoint_config(
+                Path(path).resolve(), device="cpu", overrides=settings[name]
+            )
     if not methods:
         parser.error("nothing to run: give --methods and/or --student")
     from simroll.io import write_json_atomic

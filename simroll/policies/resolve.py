@@ -56,6 +56,13 @@ def policy_config(name: str, **fields: Any) -> dict[str, Any]:
     return OmegaConf.to_container(config, resolve=True)
 
 
+def checkpoint_config(path: str | Path, **fields: Any) -> dict[str, Any]:
+    """The policy config that loads the checkpoint at ``path`` with
+    :func:`simroll.policies.lerobot.load_policy`; ``fields`` are its other arguments
+    (``device="cpu"``, ``overrides={"grasp_gate": True}``)."""
+    return {"_target_": CHECKPOINT_LOADER, "_partial_": True, "path": str(path), **fields}
+
+
 def parse_setting(item: str) -> tuple[str, Any]:
     """``"KEY=VALUE"`` as ``(key, value)``, the value read as JSON (``n_action_steps=2``,
     ``noise_scale=0.5``, ``ignored_state=["hand_vz"]``), or as the bare string when it is not JSON
@@ -115,7 +122,7 @@ def resolve_policy(policy: Any, name: str | None = None) -> ResolvedPolicy:
         path = resolve_checkpoint(policy)
         if not path.is_dir():
             raise ValueError(f"policy checkpoint {str(policy)!r} is not a directory")
-        config = {"_target_": CHECKPOINT_LOADER, "_partial_": True, "path": str(policy)}
+        config = checkpoint_config(policy)
         return ResolvedPolicy(instantiate(config), name or path.name, config)
     if isinstance(policy, str):
         config = policy_config(policy)

@@ -24,9 +24,8 @@ if TYPE_CHECKING:
     from simroll.rollout.episode import EnvConfig
 
 from simroll.features import CAMERAS, image_key, is_camera_key
+from simroll.policies.resolve import CHECKPOINT_LOADER  # the target that loads a checkpoint
 
-# The policy config target that loads a checkpoint directory (``path``).
-CHECKPOINT_LOADER = "simroll.policies.lerobot.load_policy"
 # EnvConfig fields a checkpoint's env record (simroll_env.json) sets
 RECORDED_ENV_KEYS = ("obs_mode", "image_size", "gripper_mode")
 

@@ -42,6 +42,7 @@ from typing import Any
 
 from simroll.io import write_json_atomic
 from simroll.policies.checkpoint import weights_digest
+from simroll.policies.resolve import checkpoint_config
 from simroll.train.trainer import TrainConfig, TrainingDataError, dataset_env, train
 
 CONFIG_FILE = "dagger_config.json"
@@ -49,7 +50,6 @@ INIT_DIGEST = "init_from_weights_sha256"  # beside init_from in a run's fingerpr
 METRICS_FILE = "dagger.json"
 PLOT_FILE = "dagger.png"
 COLLECT_RECORD = Path("meta") / "simroll_collect.yaml"
-CHECKPOINT_LOADER = "simroll.policies.lerobot.load_policy"
 
 
 class DaggerError(ValueError):
@@ -131,12 +131,7 @@ class DaggerConfig:
 
 
 def _learner_config(checkpoint: Path) -> dict[str, Any]:
-    return {
-        "_target_": CHECKPOINT_LOADER,
-        "_partial_": True,
-        "path": str(checkpoint.resolve()),
-        "device": "cpu",
-    }
+    return checkpoint_config(checkpoint.resolve(), device="cpu")
 
 
 def mixing_config(checkpoint: Path, labeller: Mapping[str, Any], beta: float) -> dict[str, Any]:
