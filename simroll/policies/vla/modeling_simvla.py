@@ -370,19 +370,19 @@ class ActionChunkQueue:
         """Call whenever the environment is reset: drops the queued (or ensembled) actions."""
         self._action_queue: deque[Tensor] = deque([], maxlen=self.config.n_action_steps)
         self._ensembler = None
-        coeff = getattr(self.config, "temporal_ensemble_coeff", None)
-        if coeff is not None:
+        self._ensemble_coeff = getattr(self.config, "temporal_ensemble_coeff", None)
+        if self._ensemble_coeff is not None:
             from lerobot.policies.act.modeling_act import ACTTemporalEnsembler
 
-            self._ensembler = ACTTemporalEnsembler(coeff, self.config.chunk_size)
+            self._ensembler = ACTTemporalEnsembler(self._ensemble_coeff, self.config.chunk_size)
 
     @torch.no_grad()
     def select_action(self, batch: dict[str, Any], noise: Tensor | None = None, **kwargs: Any):
         """The next action (B, action_dim); a new chunk is predicted when the queue is empty."""
         if self.training:  # Module.eval() walks every submodule: ~0.3 ms, so not on every step
             self.eval()
-        if self._action_queue.maxlen != self.config.n_action_steps or (self._ensembler is None) != (
-            getattr(self.config, "temporal_ensemble_coeff", None) is None
+        if self._action_queue.maxlen != self.config.n_action_steps or self._ensemble_coeff != (
+            getattr(self.config, "temporal_ensemble_coeff", None)
         ):
             self.reset()  # n_action_steps or the ensembling was changed after construction
         if self._ensembler is not None:  # a new chunk every step, averaged with the earlier ones
