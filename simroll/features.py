@@ -3,14 +3,15 @@
 This module owns the layout every other part writes, reads or checks: the 5-D action
 (``ACTION_NAMES``: hand-target deltas ``dx, dy, dz, dyaw``, then the gripper command, last, at
 index ``GRIPPER``) and :func:`hold_action`, the action that keeps the hand still; the names of
-``agent_pos`` (``STATE_NAMES``), ``environment_state`` (``ENVIRONMENT_STATE_NAMES``), the
-cameras (``CAMERAS``) and image axes (``IMAGE_NAMES``); and the LeRobot mapping: the feature keys
-(``observation.images.{scene,wrist,tactile}``, ``observation.tactile``,
-``observation.tactile_markers``, ``observation.state``, ``observation.environment_state``,
-``action``, and the evaluator's ``eval.deformation``), :func:`dataset_features` (the
-LeRobotDataset feature spec of an env's observation space), :func:`observation_frame` (one
-observation under those keys, as datasets store it and LeRobot policies read it) and
-:func:`tactile_image` / :func:`tactile_image_size` (both fingers' pressure maps rendered as the
+``agent_pos`` (``STATE_NAMES``), ``following_error`` (``FOLLOWING_ERROR_NAMES``),
+``environment_state`` (``ENVIRONMENT_STATE_NAMES``), the cameras (``CAMERAS``) and image axes
+(``IMAGE_NAMES``); and the LeRobot mapping: the feature keys (``observation.images.{scene,wrist,
+tactile}``, ``observation.tactile``, ``observation.tactile_markers``, ``observation.state``,
+``observation.following_error``, ``observation.environment_state``, ``action``, and the
+evaluator's ``eval.deformation``), :func:`dataset_features` (the LeRobotDataset feature spec of
+an env's observation space), :func:`observation_frame` (one observation under those keys, as
+datasets store it and LeRobot policies read it) and :func:`tactile_image` /
+:func:`tactile_image_size` (both fingers' pressure maps rendered as the
 ``observation.images.tactile`` image). Envs, dataset recording, the LeRobot policy wrapper and env
 plugin, SimVLA, the experts, certification's accelerations and the world model import it from
 here. It imports no simulator, policy or rollout code, so every layer may use it.
@@ -63,6 +64,11 @@ ENVIRONMENT_STATE_NAMES = (  # object pose, goal, the object's offset from the o
     "object_dz",
     "object_dyaw",
 )
+# following_error: the hand and jaw controllers' commanded minus measured positions (metres, and
+# radians for yaw), what a position-controlled robot knows from its own setpoints and encoders.
+# A hand pressing on an object, or a jaw squeezing one, stops short of its target; only this
+# error tells how far the commands have run ahead of the measured pose.
+FOLLOWING_ERROR_NAMES = ("error_x", "error_y", "error_z", "error_yaw", "error_jaw")
 OBS_MODES = ("full", "state")  # cameras (``pixels``) or privileged ``environment_state``
 CAMERAS = ("scene", "wrist")  # the ``pixels`` entries of full observations
 FINGERS = 2  # tactile maps, marker fields and grip forces come one per finger
@@ -78,6 +84,7 @@ STATE_KEY = "observation.state"
 ENVIRONMENT_STATE_KEY = "observation.environment_state"
 TACTILE_KEY = "observation.tactile"
 TACTILE_MARKERS_KEY = "observation.tactile_markers"
+FOLLOWING_ERROR_KEY = "observation.following_error"
 ACTION_KEY = "action"
 # clutter retrieval: the partial object observation and the episode's nominal plan (flattened)
 OBJECTS_KEY = "observation.objects"
@@ -223,6 +230,12 @@ def dataset_features(
         "shape": tuple(observation_space["agent_pos"].shape),
         "names": list(STATE_NAMES),
     }
+    if "following_error" in observation_space.spaces:
+        features[FOLLOWING_ERROR_KEY] = {
+            "dtype": "float32",
+            "shape": (len(FOLLOWING_ERROR_NAMES),),
+            "names": list(FOLLOWING_ERROR_NAMES),
+        }
     if "environment_state" in observation_space.spaces:
         space = observation_space["environment_state"]
         if space.shape == (len(ENVIRONMENT_STATE_NAMES),):
@@ -274,6 +287,8 @@ def observation_frame(obs: Mapping[str, Any], tactile_image_size: int | None) ->
         np.asarray(obs["tactile"]["markers"], dtype=np.float32).reshape(-1).copy()
     )
     frame[STATE_KEY] = np.asarray(obs["agent_pos"], dtype=np.float32).copy()
+    if "following_error" in obs:
+        frame[FOLLOWING_ERROR_KEY] = np.asarray(obs["following_error"], dtype=np.float32).copy()
     if "environment_state" in obs:
         frame[ENVIRONMENT_STATE_KEY] = (
             np.asarray(obs["environment_state"], dtype=np.float32).reshape(-1).copy()

@@ -28,6 +28,10 @@ def test_the_names_fit_the_env_spaces(envs):
     assert features.ACTION_NAMES[features.GRIPPER] == "gripper" == features.ACTION_NAMES[-1]
     assert features.ACTION_NAMES[features.HAND] == ("dx", "dy", "dz", "dyaw")
     assert env.observation_space["agent_pos"].shape == (len(features.STATE_NAMES),)
+    shape = env.observation_space["following_error"].shape
+    assert shape == (len(features.FOLLOWING_ERROR_NAMES),)
+    spec = features.dataset_features(env.observation_space)
+    assert spec[features.FOLLOWING_ERROR_KEY]["names"] == list(features.FOLLOWING_ERROR_NAMES)
     environment_state = env.observation_space["environment_state"].shape
     assert environment_state == (len(features.ENVIRONMENT_STATE_NAMES),)
     full, _ = envs["full"]

@@ -105,6 +105,7 @@ def test_wrapped_env_speaks_lerobot_observations_and_ignores_its_reset_marker():
         batch = preprocess_observation(obs)
         assert set(batch) == {
             "observation.state",
+            "observation.following_error",
             "observation.environment_state",
             "observation.tactile",
             "observation.tactile_markers",

@@ -20,7 +20,10 @@ reads; a :class:`~simroll.envs.sensing.LazyImages` dict that renders each image 
 first read), ``tactile`` (``force``: per-finger normal-force taxel image; ``markers``:
 per-finger gel-marker displacement field, see ``sensing``), ``agent_pos`` (hand x, y, z, yaw,
 their velocities, jaw opening and its velocity, and each finger's grip force in newtons, the
-total of its taxel image, as a gripper's effort reading: 12 floats), ``environment_state`` (only in
+total of its taxel image, as a gripper's effort reading: 12 floats), ``following_error`` (the
+hand target's x, y, z, yaw and the jaw target's opening minus their measured values: a hand or jaw
+held back by an object shows here how far its commands have run ahead; 5 floats),
+``environment_state`` (only in
 ``obs_mode="state"``: object centre and yaw, goal position, and the object's offset from the
 observed hand pose, x/y/z and wrapped yaw: 11 floats) and ``task_description`` (the instruction
 text; ``with_task_description=False`` leaves it out, so every entry is a ``Box`` and
@@ -64,6 +67,7 @@ from simroll.features import (
     CAMERAS,
     ENVIRONMENT_STATE_NAMES,
     FINGERS,
+    FOLLOWING_ERROR_NAMES,
     GRIPPER,
     GRIPPER_MODES,
     HAND,
@@ -202,6 +206,9 @@ class SoftTaskEnv(gym.Env):
                 }
             ),
             "agent_pos": spaces.Box(-np.inf, np.inf, (AGENT_POS_DIM,), np.float32),
+            "following_error": spaces.Box(
+                -np.inf, np.inf, (len(FOLLOWING_ERROR_NAMES),), np.float32
+            ),
         }
         if with_task_description:
             obs["task_description"] = spaces.Text(max_length=200, charset=TEXT_CHARSET)
@@ -471,6 +478,16 @@ class SoftTaskEnv(gym.Env):
             "eval": {**measured, **extras},
         }
 
+    def _following_error(self, measured_hand: np.ndarray, jaw_opening: float) -> np.ndarray:
+        """Commanded minus measured hand pose (x, y, z, yaw, in the hand target's coordinates,
+        the measurement as the encoders report it) and jaw opening (the opening the jaw target
+        commands, both fingers at ``gripper_target`` travel, minus the measured one)."""
+        commanded_jaw = 2.0 * (OPEN_HALF_WIDTH - self._gripper_target)
+        error = np.empty(len(FOLLOWING_ERROR_NAMES), dtype=np.float32)
+        error[:4] = self._target - measured_hand
+        error[4] = commanded_jaw - jaw_opening
+        return error
+
     def _observation(self) -> dict[str, Any]:
         data = self.data
         hand = data.qpos[self.ids.hand_joints] + np.asarray(self.variation.encoder_offset)
@@ -487,6 +504,7 @@ class SoftTaskEnv(gym.Env):
         obs = {
             "tactile": {"force": reading.force, "markers": reading.markers},
             "agent_pos": agent.astype(np.float32),
+            "following_error": self._following_error(hand, agent[8]),
         }
         if self.with_task_description:
             obs["task_description"] = self.task_description

@@ -22,6 +22,7 @@ from gymnasium.wrappers import FlattenObservation, RecordVideo
 
 import simroll
 from simroll.envs.core import AGENT_POS_DIM, ENV_STATE_DIM
+from simroll.features import FOLLOWING_ERROR_NAMES
 
 
 def run_python(code: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -169,7 +170,8 @@ def test_flatten_observation_without_task_description(obs_mode: str) -> None:
     flat = FlattenObservation(env)
     tactile = 2 * 16 * 12 + 2 * 99 * 2
     extra = ENV_STATE_DIM if obs_mode == "state" else 2 * 16 * 16 * 3
-    assert flat.observation_space.shape == (AGENT_POS_DIM + tactile + extra,)
+    following = len(FOLLOWING_ERROR_NAMES)
+    assert flat.observation_space.shape == (AGENT_POS_DIM + following + tactile + extra,)
     obs, _ = flat.reset(seed=3)
     assert obs.shape == flat.observation_space.shape and np.all(np.isfinite(obs))
     if obs_mode == "state":

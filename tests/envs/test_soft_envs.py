@@ -12,8 +12,9 @@ from gymnasium.utils.env_checker import check_env
 import simroll.envs
 from simroll.assets import list_objects
 from simroll.envs.core import GRIPPER_STEP, InvalidActionError
-from simroll.envs.scene import FINGER_TRAVEL
+from simroll.envs.scene import FINGER_TRAVEL, OPEN_HALF_WIDTH
 from simroll.envs.soft import SoftLiftEnv
+from simroll.experts import SoftExpert
 from tests.envs.helpers import all_finite, assert_identical, run_expert_episode
 
 # Gymnasium warns about every unbounded Box; the tactile marker field and agent state are
@@ -242,6 +243,26 @@ def test_delta_gripper_moves_the_jaw_target_by_steps_and_saturates(make_env):
     assert env.unwrapped.gripper_target == pytest.approx(FINGER_TRAVEL)
     env.step(np.array([0, 0, 0, 0, -1.0], dtype=np.float32))
     assert env.unwrapped.data.ctrl[4] == pytest.approx(FINGER_TRAVEL - GRIPPER_STEP)
+
+
+def test_following_error_is_the_commands_lead_over_the_measured_hand_and_jaw(make_env):
+    env = make_env("SoftSqueeze", object="tofu", gripper_mode="delta")
+    obs, _ = env.reset(seed=0)
+    np.testing.assert_array_equal(obs["following_error"], np.zeros(5, np.float32))
+    raw = env.unwrapped
+    expert = SoftExpert(env)
+    squeezing = []
+    for _ in range(60):
+        obs, *_ = env.step(expert.select_action(obs))
+        measured = obs["agent_pos"][:4].astype(np.float64)
+        measured[2] -= raw.ids.hand_base_z
+        commanded_jaw = 2 * (OPEN_HALF_WIDTH - raw.gripper_target)
+        expected = np.append(raw.hand_target() - measured, commanded_jaw - obs["agent_pos"][8])
+        np.testing.assert_allclose(obs["following_error"], expected, atol=1e-6)
+        if expert.phase == "squeeze":
+            squeezing.append(obs["following_error"][4])
+    # the squeezed tofu holds the pads centimetres wider than the jaw target commands
+    assert squeezing and max(squeezing) < -0.01
 
 
 def test_gentle_expert_succeeds_in_delta_gripper_mode(make_env):

@@ -12,7 +12,7 @@ import torch
 
 import simroll.envs  # noqa: F401
 from simroll.envs.core import AGENT_POS_DIM
-from simroll.features import dataset_features, observation_frame
+from simroll.features import FOLLOWING_ERROR_KEY, dataset_features, observation_frame
 from simroll.policies.lerobot import PolicyLoadError, load_policy
 from simroll.train.trainer import TrainConfig, train
 
@@ -59,6 +59,7 @@ def synthetic_observation(rng: np.random.Generator, state: np.ndarray, task: str
             "markers": np.zeros((2, 99, 2), np.float32),
         },
         "agent_pos": state.astype(np.float32),
+        "following_error": (rng.normal(size=5) * 0.002).astype(np.float32),
         "task_description": task,
     }
 
@@ -299,7 +300,8 @@ def test_lerobot_make_policy_ignores_dataset_features_simvla_does_not_read(vla_d
     assert "observation.tactile_markers" in meta.features
     config = make_policy_config("simvla", device="cpu", **TINY_VLA)
     policy = make_policy(config, ds_meta=meta)
-    assert sorted(policy.config.input_features) == sorted(INPUTS)
+    # the following error is read too (simroll's trainer passes only the recipe's inputs)
+    assert sorted(policy.config.input_features) == sorted([*INPUTS, FOLLOWING_ERROR_KEY])
     preprocessor, postprocessor = make_pre_post_processors(policy.config, dataset_stats=meta.stats)
     dataset = LeRobotDataset(
         "simroll/vla_synthetic",
@@ -382,3 +384,54 @@ def test_ignored_state_entries_cannot_change_the_action_chunk():
     assert not torch.allclose(chunk(state), chunk(moved))
     with pytest.raises(ValueError, match="ignored_state must name distinct entries"):
         SimVLAConfig(ignored_state=["grip_force"], **TINY_VLA)
+
+
+def test_the_following_error_is_one_token_that_changes_the_chunk():
+    """A dataset's ``observation.following_error`` (the commands' lead over the measured pose) is
+    one context token, scaled by fixed per-entry scales rather than dataset statistics (the
+    processors leave it raw); a wrong shape or scale is refused."""
+    from lerobot.configs import FeatureType, PolicyFeature
+
+    from simroll.policies.vla import SimVLAConfig, SimVLAPolicy
+    from simroll.policies.vla.processor_simvla import make_simvla_pre_post_processors
+
+    inputs = {
+        "observation.state": PolicyFeature(FeatureType.STATE, (12,)),
+        FOLLOWING_ERROR_KEY: PolicyFeature(FeatureType.STATE, (5,)),
+    }
+    action = {"action": PolicyFeature(FeatureType.ACTION, (5,))}
+    config = SimVLAConfig(input_features=inputs, output_features=action, **TINY_VLA)
+    torch.manual_seed(0)
+    policy = SimVLAPolicy(config)
+    torch.nn.init.normal_(policy.model.action_out.weight)
+    assert policy.model.following_error_in.in_features == 5
+    stats = {
+        "observation.state": {"mean": torch.zeros(12), "std": torch.ones(12)},
+        FOLLOWING_ERROR_KEY: {"mean": torch.ones(5), "std": torch.full((5,), 1e-6)},
+        "action": {"mean": torch.zeros(5), "std": torch.ones(5)},
+    }
+    preprocessor, _ = make_simvla_pre_post_processors(config, dataset_stats=stats)
+    error = torch.tensor([0.001, -0.002, -0.003, 0.01, -0.02])
+    batch = preprocessor({"observation.state": torch.zeros(12), FOLLOWING_ERROR_KEY: error})
+    assert torch.equal(batch[FOLLOWING_ERROR_KEY].reshape(-1), error)  # not normalized
+    noise = torch.randn(1, 4, 5)
+
+    def chunk(values):
+        inputs = {"observation.state": torch.zeros(1, 12), FOLLOWING_ERROR_KEY: values}
+        return policy.predict_action_chunk({**inputs, "task": ["squeeze"]}, noise)
+
+    pressed = error.clone()
+    pressed[2] -= 0.004  # the hand target 4 mm further below the measured hand
+    assert not torch.allclose(chunk(error[None]), chunk(pressed[None]))
+    wrong = {**inputs, FOLLOWING_ERROR_KEY: PolicyFeature(FeatureType.STATE, (4,))}
+    with pytest.raises(ValueError, match="following_error must have shape"):
+        SimVLAPolicy(SimVLAConfig(input_features=wrong, output_features=action, **TINY_VLA))
+    with pytest.raises(ValueError, match="following_error_scale must be 5 numbers > 0"):
+        SimVLAPolicy(
+            SimVLAConfig(
+                input_features=inputs,
+                output_features=action,
+                following_error_scale=(0.005, 0.0, 0.005, 0.05, 0.01),
+                **TINY_VLA,
+            )
+        )

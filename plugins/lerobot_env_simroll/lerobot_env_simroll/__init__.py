@@ -38,6 +38,8 @@ from simroll.features import (
     ENVIRONMENT_STATE_KEY,
     ENVIRONMENT_STATE_NAMES,
     FINGERS,
+    FOLLOWING_ERROR_KEY,
+    FOLLOWING_ERROR_NAMES,
     STATE_KEY,
     STATE_NAMES,
     TACTILE_IMAGE_SIZE,
@@ -79,12 +81,16 @@ class SimrollEnv(EnvConfig):
         default_factory=lambda: {
             ACTION_KEY: PolicyFeature(type=FeatureType.ACTION, shape=(ACTION_DIM,)),
             "agent_pos": PolicyFeature(type=FeatureType.STATE, shape=(len(STATE_NAMES),)),
+            "following_error": PolicyFeature(
+                type=FeatureType.STATE, shape=(len(FOLLOWING_ERROR_NAMES),)
+            ),
         }
     )
     features_map: dict[str, str] = field(
         default_factory=lambda: {
             ACTION_KEY: ACTION_KEY,
             "agent_pos": STATE_KEY,
+            "following_error": FOLLOWING_ERROR_KEY,
             "environment_state": ENVIRONMENT_STATE_KEY,
             **{f"pixels/{name}": image_key(name) for name in (*CAMERAS, "tactile")},
             "tactile": TACTILE_KEY,

@@ -4,10 +4,11 @@
 presents what LeRobot's ``preprocess_observation`` and ``lerobot-eval``'s rollout expect:
 
 * observations ``pixels`` (``scene``, ``wrist``, and ``tactile`` when asked: the pressure maps
-  rendered as the same RGB image simroll datasets store), ``agent_pos``, ``environment_state``
-  (state obs mode), and ``tactile`` / ``tactile_markers`` as flat float32 vectors; LeRobot
-  renames them ``observation.images.*``, ``observation.state``, ``observation.environment_state``,
-  ``observation.tactile`` and ``observation.tactile_markers``, the keys ``simroll collect`` writes.
+  rendered as the same RGB image simroll datasets store), ``agent_pos``, ``following_error``,
+  ``environment_state`` (state obs mode), and ``tactile`` / ``tactile_markers`` as flat float32
+  vectors; LeRobot renames them ``observation.images.*``, ``observation.state``,
+  ``observation.following_error``, ``observation.environment_state``, ``observation.tactile``
+  and ``observation.tactile_markers``, the keys ``simroll collect`` writes.
   The ``task_description`` string leaves the observation (vector envs cannot batch it); LeRobot
   reads it with ``env.call("task_description")``.
 * ``reset(options=...)`` keeps only simroll's ``variation`` option and drops LeRobot's rollout
@@ -67,6 +68,8 @@ class LeRobotView(gym.ObservationWrapper):
         if pixels:
             layout["pixels"] = spaces.Dict(pixels)
         layout["agent_pos"] = source["agent_pos"]
+        if "following_error" in source.spaces:
+            layout["following_error"] = source["following_error"]
         if "environment_state" in source.spaces:  # a flat vector (clutter's is per block)
             state = source["environment_state"]
             layout["environment_state"] = spaces.Box(
@@ -108,6 +111,8 @@ class LeRobotView(gym.ObservationWrapper):
         if pixels:
             out["pixels"] = pixels
         out["agent_pos"] = observation["agent_pos"]
+        if "following_error" in observation:
+            out["following_error"] = observation["following_error"]
         if "environment_state" in observation:
             out["environment_state"] = np.asarray(observation["environment_state"]).reshape(-1)
         if self.with_tactile:

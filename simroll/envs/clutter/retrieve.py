@@ -71,6 +71,7 @@ from simroll.features import (
     ACTION_DIM,
     CAMERAS,
     FINGERS,
+    FOLLOWING_ERROR_NAMES,
     STATE_NAMES,
     TAXEL_GRID,
 )
@@ -162,6 +163,9 @@ class ClutterRetrieveEnv(SoftTaskEnv):
                 }
             ),
             "agent_pos": spaces.Box(-np.inf, np.inf, (len(STATE_NAMES),), np.float32),
+            "following_error": spaces.Box(
+                -np.inf, np.inf, (len(FOLLOWING_ERROR_NAMES),), np.float32
+            ),
         }
         if self.with_task_description:
             obs["task_description"] = spaces.Text(max_length=200, charset=TEXT_CHARSET)

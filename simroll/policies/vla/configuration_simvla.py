@@ -20,7 +20,14 @@ from dataclasses import dataclass, field
 from lerobot.configs import FeatureType, NormalizationMode, PolicyFeature, PreTrainedConfig
 from lerobot.utils.constants import OBS_STATE
 
-from simroll.features import FINGERS, STATE_NAMES, TACTILE_KEY, TAXEL_GRID
+from simroll.features import (
+    FINGERS,
+    FOLLOWING_ERROR_KEY,
+    FOLLOWING_ERROR_NAMES,
+    STATE_NAMES,
+    TACTILE_KEY,
+    TAXEL_GRID,
+)
 from simroll.policies.presets import AdamWCosinePresets
 
 logger = logging.getLogger(__name__)
@@ -50,7 +57,9 @@ class SimVLAConfig(AdamWCosinePresets, PreTrainedConfig):
     Inputs are the dataset features named in ``input_features`` (set by the trainer): camera
     images (``observation.images.*``, square, side divisible by ``patch_size``), the flattened
     tactile force maps ``tactile_feature`` of shape ``tactile_shape``, ``observation.state`` and the
-    batch's ``task`` strings. Tactile forces are not normalized with dataset statistics (many
+    batch's ``task`` strings, and ``following_error_feature`` when a dataset has it (the hand and
+    jaw commands' lead over the measured pose: what a pressing hand or squeezing jaw hides from
+    ``observation.state``). Tactile forces are not normalized with dataset statistics (many
     taxels are never touched in demonstrations, so their std is ~0); the model compresses them
     with ``log1p(force / tactile_force_scale)`` instead. Any other input feature (such as
     ``observation.tactile_markers`` or ``observation.environment_state`` of a ``simroll collect``
@@ -89,6 +98,11 @@ class SimVLAConfig(AdamWCosinePresets, PreTrainedConfig):
 
     # Proprioception: entries of observation.state (STATE_NAMES) the model leaves out.
     ignored_state: list[str] = field(default_factory=list)
+    # The controllers' following error (commanded minus measured hand pose and jaw opening), one
+    # token when it is an input; divided by these scales (m, m, m, rad, m) instead of dataset
+    # statistics, which are near zero for a dataset of clean expert motion.
+    following_error_feature: str = FOLLOWING_ERROR_KEY
+    following_error_scale: tuple[float, ...] = (0.005, 0.005, 0.005, 0.05, 0.01)
 
     # Language: a word-level tokenizer over a fixed vocabulary (ids 0 = <pad>, 1 = <unk>).
     vocabulary: list[str] = field(default_factory=lambda: list(DEFAULT_VOCABULARY))
@@ -210,11 +224,15 @@ class SimVLAConfig(AdamWCosinePresets, PreTrainedConfig):
 
     # ------------------------------------------------------------------ LeRobot protocol
     def reads(self, key: str, feature: PolicyFeature) -> bool:
-        """Whether the model reads input feature ``key``: camera images, ``observation.state``
-        and ``tactile_feature``."""
+        """Whether the model reads input feature ``key``: camera images, ``observation.state``,
+        ``tactile_feature`` and ``following_error_feature``."""
         if feature.type is FeatureType.VISUAL:
             return True
-        return feature.type is FeatureType.STATE and key in (OBS_STATE, self.tactile_feature)
+        return feature.type is FeatureType.STATE and key in (
+            OBS_STATE,
+            self.tactile_feature,
+            self.following_error_feature,
+        )
 
     def drop_unread_features(self) -> list[str]:
         """Remove the input features the model does not read and return their keys.
@@ -275,6 +293,19 @@ class SimVLAConfig(AdamWCosinePresets, PreTrainedConfig):
                     f"{self.tactile_feature} must have shape ({expected},) for tactile_shape "
                     f"{tuple(self.tactile_shape)}, got {tuple(tactile.shape)}"
                 )
+        following = (self.input_features or {}).get(self.following_error_feature)
+        if following is not None and tuple(following.shape) != (len(FOLLOWING_ERROR_NAMES),):
+            raise ValueError(
+                f"{self.following_error_feature} must have shape ({len(FOLLOWING_ERROR_NAMES)},) "
+                f"({list(FOLLOWING_ERROR_NAMES)}), got {tuple(following.shape)}"
+            )
+        if len(self.following_error_scale) != len(FOLLOWING_ERROR_NAMES) or not all(
+            isinstance(scale, int | float) and scale > 0 for scale in self.following_error_scale
+        ):
+            raise ValueError(
+                f"following_error_scale must be {len(FOLLOWING_ERROR_NAMES)} numbers > 0, got "
+                f"{self.following_error_scale!r}"
+            )
         if self.action_feature is None:
             raise ValueError("SimVLA needs an 'action' output feature")
 

@@ -3,8 +3,10 @@
 Context tokens, in this order: the patch tokens of each camera (a strided conv stem turns a 64 px
 image into 8 x 8 tokens of 8 px patches; each camera has its own learned position embeddings),
 the tactile tokens (one per taxel row per finger, or one per finger, from the 2 x 16 x 12 force
-maps), one proprioception token and the word tokens of the instruction (a word-level tokenizer
-over ``config.vocabulary``; no hub downloads). A pre-norm transformer encoder mixes them.
+maps), one proprioception token, one following-error token when the config reads
+``observation.following_error`` (divided by fixed per-entry scales) and the word tokens of the
+instruction (a word-level tokenizer over ``config.vocabulary``; no hub downloads). A pre-norm
+transformer encoder mixes them.
 
 Actions (pi0-style rectified flow, openpi conventions): a chunk ``x_t = t * noise + (1 - t) *
 actions`` of ``chunk_size`` noisy action tokens, each fused with a sinusoidal embedding of ``t``,
@@ -171,6 +173,7 @@ class SimVLAModel(nn.Module):
         self.camera_keys = list(config.image_features)
         self.has_state = config.robot_state_feature is not None
         self.has_tactile = config.tactile_feature in (config.input_features or {})
+        self.has_following_error = config.following_error_feature in (config.input_features or {})
         self.action_dim = config.action_feature.shape[0]
         self.tokenizer = WordTokenizer(config.vocabulary, config.max_instruction_tokens)
 
@@ -199,6 +202,11 @@ class SimVLAModel(nn.Module):
             self.state_columns = kept if config.ignored_state else None
             self.state_in = nn.Linear(len(kept) if config.ignored_state else state_size, dim)
             self.state_position = nn.Parameter(torch.randn(1, dim) * 0.02)
+        if self.has_following_error:
+            scale = torch.tensor(config.following_error_scale, dtype=torch.float32)
+            self.register_buffer("following_error_scale", scale, persistent=False)
+            self.following_error_in = nn.Linear(len(config.following_error_scale), dim)
+            self.following_error_position = nn.Parameter(torch.randn(1, dim) * 0.02)
         self.word_embedding = nn.Embedding(self.tokenizer.size, dim, padding_idx=PAD_ID)
         self.word_position = nn.Parameter(torch.randn(config.max_instruction_tokens, dim) * 0.02)
 
@@ -257,6 +265,10 @@ class SimVLAModel(nn.Module):
             if self.state_columns is not None:
                 state = state[..., self.state_columns]
             parts.append((self.state_in(state) + self.state_position).unsqueeze(1))
+        if self.has_following_error:
+            error = batch[self.config.following_error_feature] / self.following_error_scale
+            token = self.following_error_in(error) + self.following_error_position
+            parts.append(token.unsqueeze(1))
         reference = parts[0]
         batch_size, device = reference.shape[0], reference.device
         words = self.instruction_tokens(batch, batch_size, device)

@@ -4,7 +4,9 @@ The pre-processor batches, moves to the device and normalizes ``observation.stat
 ``action`` with the dataset's mean/std (``normalization_mapping``); images pass through as
 [0, 1] floats. ``observation.tactile`` is not normalized: most taxels are never touched in
 demonstrations, so their std is ~0 and any contact at test time would blow up; the model
-compresses raw forces with ``log1p`` instead. The instruction (the batch's ``task`` strings)
+compresses raw forces with ``log1p`` instead. ``observation.following_error`` is not normalized
+either (near-zero spread in clean demonstrations); the model divides it by fixed scales. The
+instruction (the batch's ``task`` strings)
 passes through unchanged and is tokenized inside the model. The post-processor unnormalizes the
 action and moves it to the CPU.
 """
@@ -35,6 +37,7 @@ def make_simvla_pre_post_processors(
     steps = make_default_policy_processor_steps(config, dataset_stats)
     features = {**config.input_features, **config.output_features}
     features.pop(config.tactile_feature, None)
+    features.pop(config.following_error_feature, None)  # scaled by the model (see its config)
     normalize = NormalizerProcessorStep(
         features=features, norm_map=config.normalization_mapping, stats=dataset_stats
     )
