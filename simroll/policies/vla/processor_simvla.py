@@ -37,7 +37,8 @@ def make_simvla_pre_post_processors(
     steps = make_default_policy_processor_steps(config, dataset_stats)
     features = {**config.input_features, **config.output_features}
     features.pop(config.tactile_feature, None)
-    features.pop(config.following_error_feature, None)  # scaled by the model (see its config)
+    # scaled by the model (see its config); the world-action model shares these processors
+    features.pop(getattr(config, "following_error_feature", None), None)
     normalize = NormalizerProcessorStep(
         features=features, norm_map=config.normalization_mapping, stats=dataset_stats
     )
