@@ -16,7 +16,12 @@ carry, lower, release, retreat, rise). Reported:
 * per phase: the steps, and the mean and mean absolute policy action minus the label per action
   dimension (x, y, z, yaw, gripper);
 * the over-tolerance successes counted by the phase at the crossing and by drop / no drop, and
-  the failures by the phase of their last step.
+  the failures by the phase of their last step;
+* the grasp: where the hand was when both pads first touched (each finger over the expert's
+  contact force), as millimetres from the object's centre across and along the jaw (hand x and y)
+  and from the expert's grasp height (which the expert closes within 6 mm of), with the medians of
+  their magnitudes for successes within and over tolerance: whether an off-centre, low or high
+  grasp goes with the crushing.
 
 The env settings come from the checkpoint's ``simroll_env.json``; ``--override KEY=VALUE``
 changes a policy setting for the run (e.g. ``n_action_steps``). Writes ``--out`` (JSON,
@@ -94,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
     from simroll.experts import SoftExpert
+    from simroll.experts.soft import CONTACT_FORCE
     from simroll.io import write_json_atomic
     from simroll.policies.checkpoint import read_env_record, resolve_checkpoint
     from simroll.policies.lerobot import load_policy
@@ -116,9 +122,24 @@ def main(argv: list[str] | None = None) -> int:
         def on_reset(self, env, obs, info, policy):
             self.mixture = policy
             self.rows: list[dict[str, Any]] = []
+            self.grasp: dict[str, Any] | None = None
 
         def on_step(self, env, obs, info, action):
             measured = info["eval"]
+            forces = np.asarray(obs["tactile"]["force"]).reshape(2, -1).sum(axis=1)
+            if self.grasp is None and bool((forces > CONTACT_FORCE).all()):
+                raw = env.unwrapped
+                pose, center = raw.hand_pose(), raw.object_center()
+                offset = pose[:2] - center[:2]
+                cos, sin = np.cos(pose[3]), np.sin(pose[3])
+                self.grasp = {
+                    "step": len(self.rows),
+                    "across_mm": round(1000 * float(cos * offset[0] + sin * offset[1]), 2),
+                    "along_mm": round(1000 * float(-sin * offset[0] + cos * offset[1]), 2),
+                    "height_mm": round(
+                        1000 * float(pose[2] - self.mixture.expert._grasp_height()), 2
+                    ),
+                }
             self.rows.append(
                 {
                     "phase": self.mixture.expert.phase,
@@ -153,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                 "final_phase": log.rows[-1]["phase"] if log.rows else None,
                 "peak_over_tolerance": round(record.peak_deformation / record.tolerance, 3),
                 "crossing": crossing(log.rows),
+                "grasp": log.grasp,
             }
             episodes.append(entry)
             print(json.dumps(entry), flush=True)
@@ -181,6 +203,17 @@ def main(argv: list[str] | None = None) -> int:
         "over_tolerance_after_a_drop": sum(
             bool(e["crossing"] and e["crossing"]["dropped"]) for e in over
         ),
+        "grasp_median_abs_mm": {
+            group: {
+                axis: round(float(np.median([abs(e["grasp"][axis]) for e in chosen])), 2)
+                for axis in ("across_mm", "along_mm", "height_mm")
+            }
+            for group, chosen in (
+                ("within_tolerance", [e for e in episodes if e["dsr_success"] and e["grasp"]]),
+                ("over_tolerance", [e for e in over if e["grasp"]]),
+            )
+            if chosen
+        },
     }
     payload = {
         "command": "python scripts/diagnose_deformation.py " + " ".join(argv or sys.argv[1:]),

@@ -60,3 +60,11 @@ def test_a_run_logs_every_step_by_phase(tmp_path, monkeypatch):
     assert sum(episode["phase_steps"].values()) == episode["steps"]
     assert episode["final_phase"] in episode["phase_steps"]
     assert sum(summary["failures_by_final_phase"].values()) == 1 - int(episode["success"])
+    # the grasp: where the hand was when both pads first touched, within the expert's closing
+    # window for a policy that grasps (the expert closes within 10 mm across and 6 mm in height)
+    grasp = episode["grasp"]
+    assert grasp is not None and 0 < grasp["step"] < episode["steps"]
+    assert abs(grasp["across_mm"]) < 10 and abs(grasp["height_mm"]) < 12
+    group = "within_tolerance" if episode["dsr_success"] else "over_tolerance"
+    if episode["success"]:
+        assert summary["grasp_median_abs_mm"][group]["along_mm"] == abs(grasp["along_mm"])
