@@ -144,6 +144,7 @@ def test_low_level_clutter_retrieval_is_a_lerobot_env_too(target):
         assert batch["observation.environment_state"].shape == (1, 44)
         assert set(batch) == {
             "observation.state",
+            "observation.following_error",
             "observation.environment_state",
             "observation.tactile",
             "observation.tactile_markers",
