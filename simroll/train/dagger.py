@@ -50,10 +50,43 @@ INIT_DIGEST = "init_from_weights_sha256"  # beside init_from in a run's fingerpr
 METRICS_FILE = "dagger.json"
 PLOT_FILE = "dagger.png"
 COLLECT_RECORD = Path("meta") / "simroll_collect.yaml"
+# the per-frame columns LeRobot adds to every dataset's features
+LEROBOT_INDEX_KEYS = frozenset({"timestamp", "frame_index", "episode_index", "index", "task_index"})
 
 
 class DaggerError(ValueError):
     """A DAgger setting or run directory that cannot be used; the message says why."""
+
+
+def _check_recorded_features(base: Path, env, dagger, tactile_image: bool | None) -> None:
+    """Raise :class:`DaggerError` before any rollout when the episodes a round records would not
+    join onto ``base``: LeRobot joins only datasets of the same features, and a dataset collected
+    by an older simroll lacks observations added since (such as ``observation.following_error``).
+    """
+    from simroll.features import dataset_features
+    from simroll.rollout.records import EpisodeSpec
+
+    made = env.make(EpisodeSpec(dagger.tasks[0], dagger.objects[0], seed=0, index=0))
+    try:
+        space = made.observation_space
+        if tactile_image is None:
+            tactile_image = "pixels" in space.spaces
+        recorded = set(dataset_features(space, with_tactile_image=bool(tactile_image)))
+    finally:
+        made.close()
+    info = json.loads((base / "meta" / "info.json").read_text())
+    stored = {key for key in info["features"] if key not in LEROBOT_INDEX_KEYS}
+    if recorded != stored:
+        differences = []
+        if recorded - stored:
+            differences.append(f"lacks {sorted(recorded - stored)}, which this simroll records")
+        if stored - recorded:
+            differences.append(f"has {sorted(stored - recorded)}, which this simroll does not")
+        raise DaggerError(
+            f"dataset {base} {' and '.join(differences)}; DAgger joins its episodes onto it "
+            f"(LeRobot joins datasets of equal features only), so re-collect it with this simroll "
+            f"(the command is in its {COLLECT_RECORD})"
+        )
 
 
 @dataclass
@@ -259,6 +292,7 @@ def run_dagger(
         gripper_mode=recorded["gripper_mode"],
         rigid_twin=dagger.rigid_twin,
     )
+    _check_recorded_features(base, env, dagger, recorded.get("tactile_image"))
     output_dir.mkdir(parents=True, exist_ok=True)
     fingerprint = dagger.fingerprint(train_config)  # hashes init_from's weights: once
     _check_resume(output_dir, fingerprint, echo)

@@ -200,6 +200,21 @@ def test_a_dataset_without_its_env_record_is_refused(lift_dataset, tmp_path):
         run_dagger(train_config, dagger, progress=False, echo=lambda *a: None)
 
 
+def test_a_dataset_from_an_older_simroll_is_refused_before_any_rollout(collected, tmp_path):
+    """A dataset collected before simroll recorded observation.following_error cannot take a
+    round's episodes (LeRobot joins only equal features): refused up front, naming the key."""
+    old = tmp_path / "old"
+    shutil.copytree(collected, old)
+    info_path = old / "meta" / "info.json"
+    info = json.loads(info_path.read_text())
+    del info["features"]["observation.following_error"]
+    info_path.write_text(json.dumps(info))
+    train_config, dagger = _configs(old, tmp_path / "d")
+    with pytest.raises(DaggerError, match=r"lacks \['observation.following_error'\]"):
+        run_dagger(train_config, dagger, progress=False, echo=lambda *a: None)
+    assert not (tmp_path / "d").exists()  # nothing trained or rolled out
+
+
 def test_bad_settings_name_the_key():
     with pytest.raises(DaggerError, match="dagger.rounds"):
         DaggerConfig(rounds=0).check()
