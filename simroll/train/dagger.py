@@ -50,8 +50,6 @@ INIT_DIGEST = "init_from_weights_sha256"  # beside init_from in a run's fingerpr
 METRICS_FILE = "dagger.json"
 PLOT_FILE = "dagger.png"
 COLLECT_RECORD = Path("meta") / "simroll_collect.yaml"
-# the per-frame columns LeRobot adds to every dataset's features
-LEROBOT_INDEX_KEYS = frozenset({"timestamp", "frame_index", "episode_index", "index", "task_index"})
 
 
 class DaggerError(ValueError):
@@ -63,6 +61,8 @@ def _check_recorded_features(base: Path, env, dagger, tactile_image: bool | None
     join onto ``base``: LeRobot joins only datasets of the same features, and a dataset collected
     by an older simroll lacks observations added since (such as ``observation.following_error``).
     """
+    from lerobot.utils.constants import DEFAULT_FEATURES  # the columns LeRobot adds itself
+
     from simroll.features import dataset_features
     from simroll.rollout.records import EpisodeSpec
 
@@ -75,7 +75,7 @@ def _check_recorded_features(base: Path, env, dagger, tactile_image: bool | None
     finally:
         made.close()
     info = json.loads((base / "meta" / "info.json").read_text())
-    stored = {key for key in info["features"] if key not in LEROBOT_INDEX_KEYS}
+    stored = {key for key in info["features"] if key not in DEFAULT_FEATURES}
     if recorded != stored:
         differences = []
         if recorded - stored:
