@@ -154,6 +154,7 @@ class EvalPlan:
     video_size: tuple[int, int] = DEFAULT_SIZE
     record: bool = False
     record_tactile_image: bool | None = None
+    record_features: tuple[str, ...] | None = None
     progress: bool = True
     config: dict[str, Any] = field(default_factory=dict)
 
@@ -286,6 +287,7 @@ def evaluate(
     video_size: tuple[int, int] = DEFAULT_SIZE,
     record: bool = False,
     record_tactile_image: bool | None = None,
+    record_features: Sequence[str] | None = None,
     progress: bool = True,
     policy_name: str | None = None,
 ) -> RunResult:
@@ -306,7 +308,9 @@ def evaluate(
     how many episodes to film (chosen before the run, see :func:`choose_video_specs`) at
     ``video_size`` (height, width); ``record``: also write the episodes as a LeRobotDataset,
     with ``observation.images.tactile`` when ``record_tactile_image`` (None: when the
-    observations have camera images), so that it can join a ``simroll collect`` dataset.
+    observations have camera images), so that it can join a ``simroll collect`` dataset;
+    ``record_features`` (None: all) keeps only those observation features, to join a dataset
+    recorded before an observation was added.
     ``progress`` shows the progress bar and the run's messages.
     """
     defaults = env_defaults()
@@ -368,6 +372,7 @@ def evaluate(
         video_size=(int(video_size[0]), int(video_size[1])),
         record=record,
         record_tactile_image=record_tactile_image,
+        record_features=_record_features(record_features),
         progress=progress,
     )
     config = {
@@ -385,6 +390,8 @@ def evaluate(
     }
     if record_tactile_image is not None:
         config["record_tactile_image"] = bool(record_tactile_image)
+    if plan.record_features is not None:
+        config["record_features"] = list(plan.record_features)
     return run_evaluation(dataclasses.replace(plan, config=config), echo=echo)
 
 
@@ -470,7 +477,9 @@ def run_evaluation(plan: EvalPlan, echo: Callable[..., None] = print) -> RunResu
         run_dir / VIDEOS_DIRNAME, frozenset(spec.key for spec in video_specs), plan.video_size
     )
     shards = (
-        _dataset_shards(run_dir, policy.name, plan.record_tactile_image) if plan.record else None
+        _dataset_shards(run_dir, policy.name, plan.record_tactile_image, plan.record_features)
+        if plan.record
+        else None
     )
     observers: tuple[ObserverFactory, ...] = tuple(
         factory for factory in (videos if video_specs else None, shards) if factory is not None
@@ -530,7 +539,12 @@ def run_evaluation(plan: EvalPlan, echo: Callable[..., None] = print) -> RunResu
     )
 
 
-def _dataset_shards(run_dir: Path, policy_name: str, tactile_image: bool | None = None):
+def _dataset_shards(
+    run_dir: Path,
+    policy_name: str,
+    tactile_image: bool | None = None,
+    features: tuple[str, ...] | None = None,
+):
     # Imported here: LeRobot's dataset stack takes seconds to import.
     from simroll.rollout.dataset import DatasetShards
 
@@ -538,7 +552,20 @@ def _dataset_shards(run_dir: Path, policy_name: str, tactile_image: bool | None 
         run_dir / SHARDS_DIRNAME,
         repo_id=f"simroll/eval_{policy_name}",
         with_tactile_image=tactile_image,
+        keep_features=features,
     )
+
+
+def _record_features(features: Sequence[str] | None) -> tuple[str, ...] | None:
+    """``record_features`` as a sorted tuple; ConfigError unless None or a list of keys."""
+    if features is None:
+        return None
+    if isinstance(features, str) or not all(isinstance(key, str) for key in features):
+        raise ConfigError(
+            f"record_features must be a list of feature keys such as 'observation.state', "
+            f"got {features!r}"
+        )
+    return tuple(sorted(features))
 
 
 def _remove_partial_outputs(run_dir: Path) -> None:

@@ -43,7 +43,7 @@ import logging
 import math
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -89,6 +89,9 @@ class DatasetRecorder(EpisodeObserver):
     ``with_tactile_image=None`` adds ``observation.images.tactile`` only when the observations
     have camera images (``obs_mode="full"``). ``action_space``: the env's; a ``Discrete`` one
     (the clutter primitives) stores one float per frame instead of the 5-D hand action.
+    ``keep_features``: store only these of the features the observations offer (``action`` and
+    ``eval.deformation`` always), so that the episodes join a dataset recorded before an
+    observation was added (LeRobot joins datasets of equal features only); None keeps all.
     """
 
     def __init__(
@@ -103,6 +106,7 @@ class DatasetRecorder(EpisodeObserver):
         fps: int = CONTROL_HZ,
         robot_type: str = ROBOT_TYPE,
         action_space: spaces.Space | None = None,
+        keep_features: Collection[str] | None = None,
     ) -> None:
         if not (
             isinstance(observation_space, spaces.Dict) and "agent_pos" in observation_space.spaces
@@ -129,6 +133,8 @@ class DatasetRecorder(EpisodeObserver):
             with_tactile_image=self.with_tactile_image,
             action_space=action_space,
         )
+        if keep_features is not None:
+            self.features = _kept_features(self.features, keep_features)
         self._action_shape = tuple(self.features["action"]["shape"])
         self.dataset = create_dataset(
             repo_id=repo_id,
@@ -171,8 +177,9 @@ class DatasetRecorder(EpisodeObserver):
         self.finish(record)
 
     def _observation(self, obs: dict, info: dict) -> dict[str, Any]:
+        frame = observation_frame(obs, self._tactile_size)
         return {
-            **observation_frame(obs, self._tactile_size),
+            **{key: value for key, value in frame.items() if key in self.features},
             "eval.deformation": np.array(
                 [info.get("eval", {}).get("deformation", np.nan)], dtype=np.float32
             ),
@@ -257,6 +264,7 @@ class DatasetShards:
     use_videos: bool = True
     with_tactile_image: bool | None = None
     only_success: bool = False
+    keep_features: tuple[str, ...] | None = None
     # imported once for all vector workers (forkserver preload) instead of once in each
     worker_modules: ClassVar[tuple[str, ...]] = WRITER_MODULES
 
@@ -303,6 +311,7 @@ class ShardWriter(EpisodeObserver):
             with_tactile_image=self.shards.with_tactile_image,
             only_success=self.shards.only_success,
             action_space=env.action_space,
+            keep_features=self.shards.keep_features,
         )
         self.recorder.on_reset(env, obs, info, policy)
 
@@ -323,6 +332,23 @@ class ShardWriter(EpisodeObserver):
         finally:
             if self.staging.exists():
                 shutil.rmtree(self.staging)
+
+
+def _kept_features(
+    features: dict[str, dict[str, Any]], keep: Collection[str]
+) -> dict[str, dict[str, Any]]:
+    """``features`` restricted to ``keep`` plus the per-frame columns every simroll dataset has;
+    ValueError naming any kept key the observations do not offer."""
+    if isinstance(keep, str):
+        raise ValueError(f"keep_features must be a collection of feature keys, got {keep!r}")
+    unknown = sorted(set(keep) - set(features))
+    if unknown:
+        raise ValueError(
+            f"keep_features: {unknown} are not features of these observations; "
+            f"expected some of {sorted(features)}"
+        )
+    always = {"action", "eval.deformation"}
+    return {key: spec for key, spec in features.items() if key in keep or key in always}
 
 
 def merge_shards(

@@ -56,11 +56,12 @@ class DaggerError(ValueError):
     """A DAgger setting or run directory that cannot be used; the message says why."""
 
 
-def _check_recorded_features(base: Path, env, dagger, tactile_image: bool | None) -> None:
-    """Raise :class:`DaggerError` before any rollout when the episodes a round records would not
-    join onto ``base``: LeRobot joins only datasets of the same features, and a dataset collected
-    by an older simroll lacks observations added since (such as ``observation.following_error``).
-    """
+def _recorded_features(base: Path, env, dagger, tactile_image: bool | None) -> tuple[str, ...]:
+    """The features a round records so that its episodes join onto ``base`` (LeRobot joins
+    datasets of equal features only): the base dataset's own. A dataset collected by an older
+    simroll lacks observations added since (such as ``observation.following_error``); its rounds
+    leave them out. Raise :class:`DaggerError`, before any rollout, when ``base`` has features
+    that this simroll's envs do not offer."""
     from lerobot.utils.constants import DEFAULT_FEATURES  # the columns LeRobot adds itself
 
     from simroll.features import dataset_features
@@ -71,22 +72,19 @@ def _check_recorded_features(base: Path, env, dagger, tactile_image: bool | None
         space = made.observation_space
         if tactile_image is None:
             tactile_image = "pixels" in space.spaces
-        recorded = set(dataset_features(space, with_tactile_image=bool(tactile_image)))
+        offered = set(dataset_features(space, with_tactile_image=bool(tactile_image)))
     finally:
         made.close()
     info = json.loads((base / "meta" / "info.json").read_text())
     stored = {key for key in info["features"] if key not in DEFAULT_FEATURES}
-    if recorded != stored:
-        differences = []
-        if recorded - stored:
-            differences.append(f"lacks {sorted(recorded - stored)}, which this simroll records")
-        if stored - recorded:
-            differences.append(f"has {sorted(stored - recorded)}, which this simroll does not")
+    if stored - offered:
         raise DaggerError(
-            f"dataset {base} {' and '.join(differences)}; DAgger joins its episodes onto it "
-            f"(LeRobot joins datasets of equal features only), so re-collect it with this simroll "
+            f"dataset {base} has {sorted(stored - offered)}, which this simroll's "
+            f"{dagger.suite} envs do not record; DAgger joins its episodes onto it (LeRobot joins "
+            f"datasets of equal features only), so re-collect it with this simroll "
             f"(the command is in its {COLLECT_RECORD})"
         )
+    return tuple(sorted(stored))
 
 
 @dataclass
@@ -292,7 +290,7 @@ def run_dagger(
         gripper_mode=recorded["gripper_mode"],
         rigid_twin=dagger.rigid_twin,
     )
-    _check_recorded_features(base, env, dagger, recorded.get("tactile_image"))
+    features = _recorded_features(base, env, dagger, recorded.get("tactile_image"))
     output_dir.mkdir(parents=True, exist_ok=True)
     fingerprint = dagger.fingerprint(train_config)  # hashes init_from's weights: once
     _check_resume(output_dir, fingerprint, echo)
@@ -341,6 +339,7 @@ def run_dagger(
             output_dir=round_dir / "rollouts",
             record=True,
             record_tactile_image=recorded.get("tactile_image"),
+            record_features=features,
             progress=progress,
             policy_name=f"dagger_round{index}",
         )

@@ -168,6 +168,25 @@ def test_recorder_refuses_an_existing_root(tmp_path):
         DatasetRecorder(tmp_path, space)
 
 
+def test_keep_features_stores_only_those_and_refuses_unknown_keys(tmp_path):
+    pool = EnvPool(EnvConfig(obs_mode="state"))
+    try:
+        env = pool.get(spec("SoftLift"))
+        space = env.observation_space
+        with pytest.raises(ValueError, match=r"\['observation.wrist_torque'\] are not features"):
+            DatasetRecorder(tmp_path / "bad", space, keep_features=["observation.wrist_torque"])
+        keep = ["observation.state", "observation.environment_state"]
+        with DatasetRecorder(tmp_path / "ds", space, keep_features=keep) as recorder:
+            recorder.record(spec("SoftLift"), lambda e: SoftExpert(e, "gentle"), env=env)
+    finally:
+        pool.close()
+    dataset, data = columns(tmp_path / "ds")
+    stored = {key for key in dataset.meta.features if key.startswith(("observation", "action"))}
+    assert stored == {*keep, "action"}
+    assert "eval.deformation" in dataset.meta.features
+    assert len(data["observation.state"]) == dataset.num_frames > 0
+
+
 def test_collect_writes_a_dataset_of_expert_demonstrations(tmp_path):
     output = tmp_path / "demos"
     quiet_env = {key: value for key, value in os.environ.items() if key != "SVT_LOG"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 
@@ -200,17 +201,58 @@ def test_a_dataset_without_its_env_record_is_refused(lift_dataset, tmp_path):
         run_dagger(train_config, dagger, progress=False, echo=lambda *a: None)
 
 
-def test_a_dataset_from_an_older_simroll_is_refused_before_any_rollout(collected, tmp_path):
-    """A dataset collected before simroll recorded observation.following_error cannot take a
-    round's episodes (LeRobot joins only equal features): refused up front, naming the key."""
-    old = tmp_path / "old"
-    shutil.copytree(collected, old)
-    info_path = old / "meta" / "info.json"
+@pytest.fixture(scope="module")
+def old_collected(tmp_path_factory):
+    """A state dataset as simroll wrote it before observation.following_error existed."""
+    from simroll.experts import SoftExpert
+    from simroll.features import dataset_features
+    from simroll.rollout.dataset import DatasetRecorder
+    from simroll.rollout.episode import EnvConfig, EnvPool
+    from simroll.rollout.runner import make_specs
+
+    root = tmp_path_factory.mktemp("dagger_old") / "lift"
+    specs = make_specs("soft", ["SoftLift"], ["sponge"], ["default"], 2, base_seed=1000)
+    pool = EnvPool(EnvConfig(obs_mode="state"))
+    space = pool.get(specs[0]).observation_space
+    offered = dataset_features(space, with_tactile_image=False)
+    keep = [key for key in offered if key != "observation.following_error"]
+    with DatasetRecorder(root, space, repo_id="simroll/lift_old", keep_features=keep) as recorder:
+        for spec in specs:
+            recorder.record(spec, lambda env: SoftExpert(env, "gentle"), env=pool.get(spec))
+    pool.close()
+    record = {
+        "env": {"obs_mode": "state", "image_size": 96, "gripper_mode": "continuous"},
+        "tactile_image": False,
+    }
+    (root / "meta" / "simroll_collect.yaml").write_text(yaml.safe_dump(record))
+    return root
+
+
+def test_rounds_on_a_dataset_from_an_older_simroll_record_only_its_features(
+    old_collected, tmp_path
+):
+    """LeRobot joins only datasets of equal features: rounds on a dataset collected before
+    observation.following_error leave that observation out, and the run goes through."""
+    base = json.loads((old_collected / "meta" / "info.json").read_text())["features"]
+    assert "observation.following_error" not in base
+    train_config, dagger = _configs(old_collected, tmp_path / "d", rounds=1)
+    dagger = dataclasses.replace(dagger, final_episodes=0)
+    metrics = run_dagger(train_config, dagger, progress=False, echo=lambda *a: None)
+    joined = tmp_path / "d" / "round_01" / "dataset"
+    assert json.loads((joined / "meta" / "info.json").read_text())["features"] == base
+    assert metrics["rounds"][1]["dataset"]["episodes"] == 3
+    assert metrics["rounds"][1]["dataset"]["labelled_episodes"] == 1
+
+
+def test_a_dataset_with_features_this_simroll_does_not_record_is_refused(collected, tmp_path):
+    odd = tmp_path / "odd"
+    shutil.copytree(collected, odd)
+    info_path = odd / "meta" / "info.json"
     info = json.loads(info_path.read_text())
-    del info["features"]["observation.following_error"]
+    info["features"]["observation.gripper_temperature"] = {"dtype": "float32", "shape": [1]}
     info_path.write_text(json.dumps(info))
-    train_config, dagger = _configs(old, tmp_path / "d")
-    with pytest.raises(DaggerError, match=r"lacks \['observation.following_error'\]"):
+    train_config, dagger = _configs(odd, tmp_path / "d")
+    with pytest.raises(DaggerError, match=r"has \['observation.gripper_temperature'\]"):
         run_dagger(train_config, dagger, progress=False, echo=lambda *a: None)
     assert not (tmp_path / "d").exists()  # nothing trained or rolled out
 
