@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
 
         def on_step(self, env, obs, info, action):
             measured = info["eval"]
-            forces = np.asarray(obs["tactile"]["force"]).reshape(2, -1).sum(axis=1)
+            forces = self.mixture.expert.finger_forces(obs)
             if self.grasp is None and bool((forces > CONTACT_FORCE).all()):
                 raw = env.unwrapped
                 pose, center = raw.hand_pose(), raw.object_center()
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
                     "across_mm": round(1000 * float(cos * offset[0] + sin * offset[1]), 2),
                     "along_mm": round(1000 * float(-sin * offset[0] + cos * offset[1]), 2),
                     "height_mm": round(
-                        1000 * float(pose[2] - self.mixture.expert._grasp_height()), 2
+                        1000 * float(pose[2] - self.mixture.expert.grasp_height()), 2
                     ),
                 }
             self.rows.append(

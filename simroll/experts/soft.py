@@ -144,11 +144,13 @@ class SoftExpert:
         self.phase: str | None = None
 
     # -------------------------------------------------------------- state readings
-    def _grasp_height(self) -> float:
+    def grasp_height(self) -> float:
+        """The hand height (pad centre, world z, m) the expert closes the jaw at for this object."""
         center = self.env.rest_center
         return max(float(center[2]), PAD_HALF_HEIGHT + 0.004)
 
-    def _finger_forces(self, obs) -> np.ndarray:
+    def finger_forces(self, obs) -> np.ndarray:
+        """Each finger's total normal force (N, shape (2,)) from an observation's tactile."""
         return np.asarray(obs["tactile"]["force"]).reshape(2, -1).sum(axis=1)
 
     def contact_travel(self) -> float:
@@ -162,7 +164,7 @@ class SoftExpert:
     def _slip(self, pose: np.ndarray, center: np.ndarray) -> float:
         """How far a held object hangs lower in the hand than where it was grasped (m, >= 0): the
         lift and place heights of the hand are raised by it, so they hold for the object."""
-        grasped_offset = self._grasp_height() - float(self.env.rest_center[2])
+        grasped_offset = self.grasp_height() - float(self.env.rest_center[2])
         return float(np.clip(pose[2] - center[2] - grasped_offset, 0.0, MAX_SLIP))
 
     def _desired(self, xyz_world, yaw: float) -> np.ndarray:
@@ -209,8 +211,8 @@ class SoftExpert:
         center = env.object_center()
         pose = env.hand_pose()
         hold = env.hand_target()
-        grasp_z = self._grasp_height()
-        forces = self._finger_forces(obs)
+        grasp_z = self.grasp_height()
+        forces = self.finger_forces(obs)
         lifted = float(center[2] - env.rest_center[2])
         touching = forces > CONTACT_FORCE
         # both pads on the object, or it is off the table and one still holds it
