@@ -16,6 +16,7 @@ import argparse
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 from simroll.io import write_text_atomic
 
@@ -142,6 +143,25 @@ def dagger_section(run: Path) -> str:
             f"{trained['final_loss']:.3f} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def lr_schedule_line(schedule: dict[str, Any] | None) -> list[str]:
+    """The card's line on the learning-rate schedule as trained, when the run recorded it and it
+    is not the configured one (LeRobot fitted a longer cosine decay to the run's steps) or the
+    run stopped part-way along it."""
+    if not schedule or "decay_steps" not in schedule:
+        return []
+    if schedule["fitted_to_steps"]:
+        return [
+            f"- learning-rate schedule as trained: warm-up {schedule['warmup_steps']}, cosine "
+            f"decay over {schedule['decay_steps']} steps (LeRobot fitted the configured "
+            f"{schedule['configured_warmup_steps']} / {schedule['configured_decay_steps']} "
+            "to the run's steps)"
+        ]
+    return [
+        f"- learning-rate schedule: warm-up {schedule['warmup_steps']}, cosine decay over "
+        f"{schedule['decay_steps']} steps"
+    ]
 
 
 def data_source(dataset: Path) -> str:
@@ -359,6 +379,7 @@ def main() -> None:
         f"{metrics['batch_size']}, seed {metrics['seed']}; loss {metrics['first_loss']:.3f} -> "
         f"{metrics['final_loss']:.3f}; {metrics['seconds'] / 60:.0f} minutes on CPU",
         f"- recipe overrides: `{json.dumps(recipe.get('policy_overrides', {}))}`",
+        *lr_schedule_line(metrics.get("lr_schedule")),
         *(
             [
                 f"- frames drawn with task_weights `{json.dumps(recipe['task_weights'])}` "

@@ -159,6 +159,7 @@ class TrainSchema:
     seed: int = MISSING
     init_from: str | None = MISSING
     task_weights: Any = None  # None or {instruction substring: weight} (checked by the trainer)
+    fit_lr_schedule: bool = MISSING
     log_every: int = MISSING
     checkpoint_every: int = MISSING
     threads: int = MISSING

@@ -28,7 +28,13 @@ from simroll.cli.rundir import (
     one_line_errors,
 )
 from simroll.train.dagger import DaggerConfig, DaggerError, run_dagger
-from simroll.train.trainer import TrainConfig, TrainingDataError, check_task_weights, train
+from simroll.train.trainer import (
+    TrainConfig,
+    TrainingDataError,
+    check_lr_schedule,
+    check_task_weights,
+    train,
+)
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "_data" / "configs")
 
@@ -57,9 +63,11 @@ def run(cfg: DictConfig) -> dict:
         task_weights=OmegaConf.to_container(cfg.task_weights, resolve=True)
         if cfg.get("task_weights") is not None
         else {},
+        fit_lr_schedule=cfg.fit_lr_schedule,
     )
     if train_config.task_weights:  # refused now, not after DAgger's first rollouts
         check_task_weights(train_config)
+    check_lr_schedule(train_config)
     if cfg.dagger.rounds > 0:
         return _dagger(cfg, train_config, output_dir)
     with hold_run_dir(output_dir):
@@ -75,6 +83,14 @@ def run(cfg: DictConfig) -> dict:
         f"{summary['steps']} steps in {summary['seconds']:.0f} s: loss {summary['first_loss']:.4f}"
         f" -> {summary['final_loss']:.4f}; checkpoint {summary['checkpoint']}"
     )
+    schedule = summary["lr_schedule"]
+    if schedule.get("fitted_to_steps"):
+        print(
+            f"note: LeRobot fitted the learning-rate schedule to the {summary['steps']} steps "
+            f"(decay {schedule['configured_decay_steps']} -> {schedule['decay_steps']}, warm-up "
+            f"{schedule['configured_warmup_steps']} -> {schedule['warmup_steps']}); "
+            "fit_lr_schedule=false keeps the configured one"
+        )
     return summary
 
 

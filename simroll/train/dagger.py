@@ -155,6 +155,8 @@ class DaggerConfig:
         }
         if train_config.task_weights:  # (absent from runs made before the setting existed)
             trained["task_weights"] = dict(train_config.task_weights)
+        if not train_config.fit_lr_schedule:  # (likewise)
+            trained["fit_lr_schedule"] = False
         # the path alone would let weights retrained at init_from join the stored rounds
         init_from = train_config.init_from
         trained[INIT_DIGEST] = None if init_from is None else weights_digest(init_from)

@@ -131,6 +131,67 @@ class TrainConfig:
     # sampling weight of the frames whose task (instruction) contains a key; others weigh 1, a
     # frame matching several keys weighs their product (see frame_weights)
     task_weights: dict[str, float] = field(default_factory=dict)
+    # LeRobot's cosine schedule with warm-up shrinks a decay longer than `steps` (and its
+    # warm-up) to fit the run; False keeps the configured schedule, so a run can stop part-way
+    # along a longer one (see lr_schedule)
+    fit_lr_schedule: bool = True
+
+
+def lr_schedule(scheduler_config, steps: int, fit: bool = True) -> tuple[int, dict[str, Any]]:
+    """The ``num_training_steps`` to build ``scheduler_config`` with, and the schedule the run
+    then follows, as ``metrics.json`` records it.
+
+    LeRobot's ``CosineDecayWithWarmupSchedulerConfig`` scales its warm-up by
+    ``steps / num_decay_steps`` and decays over ``steps`` when ``steps < num_decay_steps``, and
+    only says so in a log line; a config's decay steps then are not the ones trained with. With
+    ``fit=False`` it is built for its full decay, which ``steps`` may stop short of. Diffusion
+    Policy's diffusers schedule always spans ``steps``, and ACT trains at a constant rate;
+    ``fit=False`` is refused for them (ValueError)."""
+    from lerobot.optim.schedulers import CosineDecayWithWarmupSchedulerConfig
+
+    if scheduler_config is None:
+        if not fit:
+            raise ValueError(
+                "fit_lr_schedule=false keeps a decaying schedule; this policy trains at a "
+                "constant learning rate"
+            )
+        return steps, {"type": None}
+    kind = type(scheduler_config).__name__
+    if not isinstance(scheduler_config, CosineDecayWithWarmupSchedulerConfig):
+        if not fit:
+            raise ValueError(
+                f"fit_lr_schedule=false applies to LeRobot's cosine_decay_with_warmup schedule "
+                f"(SimVLA, the world-action model); this policy's schedule is {kind}, which "
+                "always spans the run's steps"
+            )
+        return steps, {"type": kind, "steps": steps}
+    warmup, decay = scheduler_config.num_warmup_steps, scheduler_config.num_decay_steps
+    fitted = fit and steps < decay
+    schedule = {
+        "type": kind,
+        "peak_lr": scheduler_config.peak_lr,
+        "decay_lr": scheduler_config.decay_lr,
+        "warmup_steps": int(warmup * steps / decay) if fitted else warmup,
+        "decay_steps": steps if fitted else decay,
+        "configured_warmup_steps": warmup,
+        "configured_decay_steps": decay,
+        "fitted_to_steps": fitted,
+    }
+    return (steps if fit else max(steps, decay)), schedule
+
+
+def check_lr_schedule(cfg: TrainConfig) -> None:
+    """Refuse (ValueError) ``fit_lr_schedule=False`` for a policy whose schedule cannot keep its
+    own length, before any data is read or rollout runs."""
+    if cfg.fit_lr_schedule:
+        return
+    from lerobot.policies.factory import make_policy_config
+
+    from simroll.policies.lerobot import register_policy_types
+
+    register_policy_types()
+    config = make_policy_config(cfg.policy_type, device="cpu", **cfg.policy_overrides)
+    lr_schedule(config.get_scheduler_preset(), cfg.steps, fit=False)
 
 
 def _policy_config(cfg: TrainConfig, ds_meta):
@@ -289,8 +350,9 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, Any]:
     )
     optimizer = policy_config.get_optimizer_preset().build(policy.get_optim_params())
     scheduler_config = policy_config.get_scheduler_preset()
+    built_for, schedule = lr_schedule(scheduler_config, cfg.steps, cfg.fit_lr_schedule)
     scheduler = (
-        scheduler_config.build(optimizer, cfg.steps) if scheduler_config is not None else None
+        scheduler_config.build(optimizer, built_for) if scheduler_config is not None else None
     )
     ema = None
     if cfg.ema_decay is not None:
@@ -390,6 +452,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, Any]:
         "seconds_per_step": (time.perf_counter() - start) / step,
         "seed": cfg.seed,
         "ema_decay": cfg.ema_decay,
+        "lr_schedule": schedule,
         "init_from": cfg.init_from,
         "checkpoint": str(last),
     }

@@ -4,6 +4,7 @@ acceleration knobs (fewer flow steps, token pruning, int8, longer action runs) s
 from __future__ import annotations
 
 import importlib.metadata
+from dataclasses import replace
 
 import gymnasium as gym
 import numpy as np
@@ -435,3 +436,47 @@ def test_the_following_error_is_one_token_that_changes_the_chunk():
                 **TINY_VLA,
             )
         )
+
+
+def _last_lr(run_dir) -> float:
+    rows = (run_dir / "metrics.csv").read_text().strip().splitlines()
+    return float(rows[-1].split(",")[2])
+
+
+def test_a_cosine_decay_longer_than_the_run_is_fitted_and_recorded_unless_kept(
+    trained, vla_dataset, tmp_path
+):
+    checkpoint, summary = trained  # 40 steps of a schedule configured to decay over 100
+    schedule = summary["lr_schedule"]
+    assert schedule["fitted_to_steps"] and schedule["configured_decay_steps"] == 100
+    assert (schedule["decay_steps"], schedule["warmup_steps"]) == (40, 0)
+    assert _last_lr(checkpoint.parents[1]) == pytest.approx(schedule["decay_lr"], rel=1e-6)
+
+    kept = train(
+        TrainConfig(
+            str(vla_dataset),
+            str(tmp_path / "kept"),
+            "simvla",
+            INPUTS,
+            TINY_VLA,
+            steps=20,
+            batch_size=16,
+            log_every=20,
+            checkpoint_every=20,
+            fit_lr_schedule=False,
+        ),
+        progress=False,
+    )["lr_schedule"]
+    assert not kept["fitted_to_steps"] and kept["decay_steps"] == 100
+    peak, low = kept["peak_lr"], kept["decay_lr"]  # a fifth of the way along the cosine
+    expected = low + (peak - low) * 0.5 * (1 + np.cos(np.pi * 20 / 100))
+    assert _last_lr(tmp_path / "kept") == pytest.approx(expected, rel=1e-6)
+
+
+def test_keeping_the_schedule_is_refused_for_a_policy_whose_schedule_spans_the_run(vla_dataset):
+    from simroll.train.trainer import check_lr_schedule
+
+    config = TrainConfig(str(vla_dataset), "unused", "diffusion", fit_lr_schedule=False)
+    with pytest.raises(ValueError, match="cosine_decay_with_warmup"):
+        check_lr_schedule(config)
+    check_lr_schedule(replace(config, policy_type="simvla", policy_overrides=TINY_VLA))

@@ -209,3 +209,23 @@ def test_reship_keeps_the_training_sections_and_rewrites_settings_and_results(tm
         assert refused.returncode != 0 and "--reship" in refused.stderr
     finally:
         shutil.rmtree(target, ignore_errors=True)
+
+
+def test_the_card_states_a_learning_rate_schedule_that_lerobot_fitted_to_the_steps():
+    fitted = {
+        "warmup_steps": 100,
+        "decay_steps": 15000,
+        "configured_warmup_steps": 200,
+        "configured_decay_steps": 30000,
+        "fitted_to_steps": True,
+    }
+    assert script.lr_schedule_line(fitted) == [
+        "- learning-rate schedule as trained: warm-up 100, cosine decay over 15000 steps "
+        "(LeRobot fitted the configured 200 / 30000 to the run's steps)"
+    ]
+    kept = {**fitted, "warmup_steps": 200, "decay_steps": 30000, "fitted_to_steps": False}
+    assert script.lr_schedule_line(kept) == [
+        "- learning-rate schedule: warm-up 200, cosine decay over 30000 steps"
+    ]
+    assert script.lr_schedule_line(None) == []  # a run from before the record
+    assert script.lr_schedule_line({"type": "DiffuserSchedulerConfig", "steps": 5}) == []
