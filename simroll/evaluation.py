@@ -49,7 +49,13 @@ from simroll.rollout.episode import (
     latency_to_delay_steps,
     measure_latency,
 )
-from simroll.rollout.manifest import RunManifest, outcome_fingerprint, start_run
+from simroll.rollout.manifest import (
+    ManifestError,
+    RunManifest,
+    outcome_fingerprint,
+    read_manifest,
+    start_run,
+)
 from simroll.rollout.records import EpisodeRecord, EpisodeSpec
 from simroll.rollout.rundir import hold_run_dir, kept_on_interrupt
 from simroll.rollout.runner import count_errors, make_specs
@@ -495,6 +501,8 @@ def run_evaluation(plan: EvalPlan, echo: Callable[..., None] = print) -> RunResu
         observers=observers,
     )
     with hold_run_dir(run_dir), kept_on_interrupt(run_dir, specs):
+        if plan.record:
+            _check_recording(run_dir, plan.config)
         note = start_run(run_dir, manifest, specs, episodes_may_change=True)
         if note:
             echo(note)
@@ -537,6 +545,32 @@ def run_evaluation(plan: EvalPlan, echo: Callable[..., None] = print) -> RunResu
         videos=tuple(filmed),
         dataset=dataset,
     )
+
+
+RECORDING_KEYS = ("record_tactile_image", "record_features")
+
+
+def _check_recording(run_dir: Path, config: Mapping[str, Any]) -> None:
+    """Refuse (ManifestError) to record into ``run_dir`` when it holds dataset shards recorded
+    with other frame layout settings: its finished episodes keep their shards, so their dataset
+    would be of the old layout, or of both, which LeRobot cannot join."""
+    existing = read_manifest(run_dir)
+    shards = run_dir / SHARDS_DIRNAME
+    if existing is None or not shards.is_dir() or not any(shards.iterdir()):
+        return
+    before = {key: existing.config.get(key) for key in RECORDING_KEYS}
+    now = {key: config.get(key) for key in RECORDING_KEYS}
+    if before != now:
+        changed = ", ".join(
+            f"{key} {before[key]!r} -> {now[key]!r}"
+            for key in RECORDING_KEYS
+            if before[key] != now[key]
+        )
+        raise ManifestError(
+            f"output_dir {run_dir} holds dataset shards recorded with other settings ({changed}; "
+            "None: every feature / the env's default); its finished episodes would keep frames "
+            "of the old layout. Use a new output_dir, or the settings it recorded with"
+        )
 
 
 def _dataset_shards(

@@ -17,6 +17,7 @@ import pytest
 from simroll.evaluation import choose_video_specs, evaluate
 from simroll.rollout.dataset import episode_record, load_episode_meta
 from simroll.rollout.episode import EnvConfig
+from simroll.rollout.manifest import ManifestError
 from simroll.rollout.runner import make_specs
 from simroll.rollout.settings import CHECKPOINT_LOADER, ConfigError, apply_checkpoint_env
 from simroll.rollout.store import RecordStore
@@ -115,6 +116,21 @@ def test_a_resume_records_the_finished_episodes_it_lacks_once(tmp_path, capsys):
     again = run(tmp_path, policy, record=True, videos=1)
     assert again.episodes_run == 0 and again.receipts == first.receipts
     assert len(RecordStore(tmp_path).path.read_text().splitlines()) == 2  # nothing stored twice
+
+
+def test_recording_into_a_run_of_another_frame_layout_is_refused(tmp_path):
+    policy = functools.partial(RandomPolicy, repeatable=True)
+    layout = ["observation.state"]
+    first = run(tmp_path, policy, record=True, record_features=layout)
+    assert (
+        "observation.environment_state"
+        not in json.loads((first.dataset / "meta" / "info.json").read_text())["features"]
+    )
+    with pytest.raises(ManifestError, match=r"record_features \['observation.state'\] -> None"):
+        run(tmp_path, policy, record=True)  # its finished episodes would keep the old frames
+    again = run(tmp_path, policy, record=True, record_features=layout)
+    assert again.episodes_run == 0 and again.receipts == first.receipts
+    assert run(tmp_path, policy).episodes_run == 0  # scoring alone records nothing: allowed
 
 
 def test_videos_are_chosen_from_the_specs_one_group_at_a_time():
