@@ -28,7 +28,6 @@ import contextlib
 import dataclasses
 import io
 import json
-import math
 import shutil
 import sys
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -37,6 +36,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from simroll.checks import is_int, is_number
 from simroll.envs import TASKS, task_objects
 from simroll.envs.clutter import PRIMITIVE_TASKS
 from simroll.envs.core import GRIPPER_MODES, OBS_MODES
@@ -174,10 +174,6 @@ def check_choice(
             raise error(f"{key}: unknown value {value!r}; expected one of {sorted(valid)}")
 
 
-def _is_int(value: Any, minimum: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
-
-
 def check_settings(
     *,
     tasks: Sequence[str],
@@ -204,23 +200,14 @@ def check_settings(
         check_choice(name("objects"), objects, task_objects(task))
     check_choice(name("variations"), variations, VARIATIONS)
     check_choice(name("backend"), [backend], BACKENDS)
-    if not _is_int(episodes, 1):
+    if not is_int(episodes, 1):
         raise ConfigError(f"{name('episodes')} must be an integer >= 1, got {episodes!r}")
-    if not _is_int(control_delay_steps, 0):
+    if not is_int(control_delay_steps, 0):
         raise ConfigError(
             f"{name('control_delay_steps')} must be an integer >= 0, got {control_delay_steps!r}"
         )
     latency = policy_latency_s
-    if (
-        latency is not None
-        and latency != "measured"
-        and not (
-            isinstance(latency, int | float)
-            and not isinstance(latency, bool)
-            and math.isfinite(latency)
-            and latency >= 0
-        )
-    ):
+    if latency is not None and latency != "measured" and not (is_number(latency) and latency >= 0):
         raise ConfigError(
             f"{name('policy_latency_s')} must be null, 'measured' or seconds >= 0, got {latency!r}"
         )
@@ -233,16 +220,16 @@ def check_settings(
             f"control delay does not apply to: set {name('control_delay_steps')}=0 and "
             f"{name('policy_latency_s')}=null"
         )
-    if not _is_int(workers, 1):
+    if not is_int(workers, 1):
         raise ConfigError(f"{name('workers')} must be an integer >= 1, got {workers!r}")
     if not isinstance(record, bool):
         raise ConfigError(f"{name('record')} must be true or false, got {record!r}")
-    if not _is_int(videos, 0):
+    if not is_int(videos, 0):
         raise ConfigError(f"{name('videos')} must be an integer >= 0, got {videos!r}")
     if not (
         isinstance(video_size, Sequence)
         and len(video_size) == 2
-        and all(_is_int(side, 2) for side in video_size)
+        and all(is_int(side, 2) for side in video_size)
     ):
         raise ConfigError(
             f"{name('video_size')} must be [height, width] in pixels >= 2, got {video_size!r}"
@@ -257,7 +244,7 @@ def check_env(env: EnvConfig, names: Mapping[str, str] = ARGUMENT_NAMES) -> None
 
     check_choice(name("obs_mode"), [env.obs_mode], OBS_MODES)
     check_choice(name("gripper_mode"), [env.gripper_mode], GRIPPER_MODES)
-    if not (_is_int(env.image_size, 16) and env.image_size <= 1024):
+    if not (is_int(env.image_size, 16) and env.image_size <= 1024):
         raise ConfigError(
             f"{name('image_size')} must be an integer in [16, 1024], got {env.image_size!r}"
         )

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from simroll.checks import is_number
 from simroll.features import hold_action
 from simroll.policies.base import CountsNetworkEvaluations, policy_name
 
@@ -43,9 +44,7 @@ class ReplanEvery:
         every: float = 2.0,
         between: str = "hold",
     ) -> None:
-        if isinstance(every, bool) or not isinstance(every, int | float):
-            raise ValueError(f"every must be a number of control steps >= 1, got {every!r}")
-        if not (math.isfinite(every) and every >= 1.0):
+        if not (is_number(every) and every >= 1.0):
             raise ValueError(f"every must be a number of control steps >= 1, got {every!r}")
         if between not in BETWEEN:
             raise ValueError(f"between must be one of {list(BETWEEN)}, got {between!r}")

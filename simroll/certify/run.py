@@ -35,6 +35,7 @@ from simroll.certify.certificate import COST_MEASURES, Certificate, build_certif
 from simroll.certify.rollouts import PolicyRun, RolloutSource, calibration_specs, preflight
 from simroll.certify.sequential import EProcessTest, run_sequential
 from simroll.certify.settings import CareSettings, CertifyArgumentError
+from simroll.checks import is_int
 
 # Importable without the cli package once another change moves them; Hydra-free to call.
 from simroll.cli.rundir import check_path_name
@@ -125,7 +126,7 @@ def _choice(key: str, values: Sequence[Any], valid: Collection[str]) -> None:
 
 
 def _check_int(key: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    if not is_int(value, minimum):
         raise CertifyArgumentError(f"{key} must be an integer >= {minimum}, got {value!r}")
     return value
 
@@ -301,7 +302,7 @@ def certify(
         backend=backend,
         workers=workers,
     )
-    if isinstance(seed, bool) or not isinstance(seed, int):
+    if not is_int(seed):
         raise CertifyArgumentError(f"seed must be an integer, got {seed!r}")
     given = {"obs_mode": obs_mode, "gripper_mode": gripper_mode, "image_size": image_size}
     env = {

@@ -13,6 +13,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from simroll.checks import is_number
+
 RISKS = ("joint", "conditional")
 SUCCESS_KINDS = ("tsr", "dsr")
 METHODS = ("fixed_sequence", "bonferroni")
@@ -33,7 +35,7 @@ class PairingError(CertifyError):
 
 def check_unit_interval(name: str, value: Any) -> float:
     """``value`` as a float strictly inside (0, 1), else :class:`CertifyArgumentError`."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if not is_number(value, finite=False):
         raise CertifyArgumentError(f"{name} must be a number in (0, 1), got {value!r}")
     if not (math.isfinite(value) and 0.0 < value < 1.0):
         raise CertifyArgumentError(f"{name} must be in (0, 1), got {value!r}")

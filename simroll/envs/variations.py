@@ -20,6 +20,8 @@ from typing import Any
 import mujoco
 import numpy as np
 
+from simroll.checks import is_int, is_number
+
 
 @dataclass(frozen=True)
 class Variation:
@@ -48,13 +50,13 @@ class Variation:
                     f"variation {self.name!r}: {key} must be a finite number > 0, got {value!r}"
                 )
         dropout = self.detection_dropout
-        if not (isinstance(dropout, int | float) and 0 <= dropout < 1):
+        if not (is_number(dropout) and 0 <= dropout < 1):
             raise ValueError(
                 f"variation {self.name!r}: detection_dropout must be in [0, 1), "
                 f"got {self.detection_dropout!r}"
             )
         blackout = self.blackout_primitives
-        if isinstance(blackout, bool) or not (isinstance(blackout, int) and blackout >= 0):
+        if not is_int(blackout, 0):
             raise ValueError(
                 f"variation {self.name!r}: blackout_primitives must be an int >= 0, "
                 f"got {blackout!r}"

@@ -19,6 +19,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from simroll.checks import is_int
 from simroll.features import hold_action
 
 
@@ -26,7 +27,7 @@ class ControlDelay(gym.Wrapper):
     """Apply each action ``steps`` control steps after it is given (``steps`` >= 0)."""
 
     def __init__(self, env: gym.Env, steps: int) -> None:
-        if isinstance(steps, bool) or not isinstance(steps, int | np.integer) or steps < 0:
+        if not is_int(steps, 0):
             raise ValueError(f"control delay steps must be an int >= 0, got {steps!r}")
         if steps and not isinstance(env.action_space, gym.spaces.Box):
             raise ValueError(

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from simroll.checks import is_int
 from simroll.features import (
     ACTION_DIM,
     ENVIRONMENT_STATE_KEY,
@@ -301,7 +302,7 @@ def load_policy(
     from lerobot.policies.factory import get_policy_class, make_pre_post_processors
 
     del train  # the recipe of `simroll train`, kept in the same policy config
-    if not (isinstance(noise_seed, int) and not isinstance(noise_seed, bool)):
+    if not is_int(noise_seed):
         raise PolicyLoadError(f"noise_seed must be an integer, got {noise_seed!r}")
     path = resolve_checkpoint(path)
     contents = validate_checkpoint(path)

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from simroll.checks import is_int
 from simroll.io import append_durably, fsync_path, locked_append
 from simroll.io import write_json_atomic as write_json_atomic  # re-exported
 from simroll.io import write_text_atomic as write_text_atomic  # re-exported
@@ -46,7 +47,7 @@ def attempt_of(record: EpisodeRecord) -> int:
     ``extra["attempt"]`` one more than the errored record's; see :meth:`RecordStore.append`.
     """
     attempt = record.extra.get("attempt", 1)
-    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
+    if not is_int(attempt, 1):
         return 1
     return attempt
 

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from simroll.checks import is_int, is_number
 from simroll.io import write_json_atomic
 from simroll.policies.checkpoint import weights_digest
 from simroll.policies.resolve import checkpoint_config
@@ -118,11 +119,11 @@ class DaggerConfig:
             ("final_episodes", 0),
         ):
             value = getattr(self, name)
-            if not (isinstance(value, int) and not isinstance(value, bool) and value >= minimum):
+            if not is_int(value, minimum):
                 raise DaggerError(f"dagger.{name} must be an integer >= {minimum}, got {value!r}")
         for name in ("beta", "beta_decay"):
             value = getattr(self, name)
-            if not (isinstance(value, int | float) and 0.0 <= value <= 1.0):
+            if not (is_number(value) and 0.0 <= value <= 1.0):
                 raise DaggerError(f"dagger.{name} must be a number in [0, 1], got {value!r}")
         if not (isinstance(self.labeller, Mapping) and "_target_" in self.labeller):
             raise DaggerError(

@@ -41,6 +41,7 @@ import torch
 import yaml
 from tqdm import tqdm
 
+from simroll.checks import is_number
 from simroll.features import ACTION_KEY, STATE_KEY
 from simroll.io import write_json_atomic, write_text_atomic
 from simroll.rollout.lerobot_io import open_dataset
@@ -68,7 +69,7 @@ def task_weight_table(ds_meta, task_weights: Mapping[str, float]) -> dict[int, f
     }
     table = dict.fromkeys(tasks, 1.0)
     for key, weight in task_weights.items():
-        if isinstance(weight, bool) or not isinstance(weight, int | float) or not weight > 0:
+        if not (is_number(weight) and weight > 0):
             raise ValueError(f"task_weights[{key!r}] must be a number > 0, got {weight!r}")
         matched = [index for index, task in tasks.items() if str(key).lower() in task.lower()]
         if not matched:

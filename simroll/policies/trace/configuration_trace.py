@@ -21,6 +21,7 @@ from lerobot.configs import NormalizationMode, PreTrainedConfig
 from lerobot.optim import AdamWConfig
 from lerobot.utils.constants import OBS_STATE
 
+from simroll.checks import is_int
 from simroll.features import OBJECTS_KEY, PLAN_KEYS
 
 REQUIRED_FEATURES = (OBJECTS_KEY, *PLAN_KEYS.values(), OBS_STATE)
@@ -69,11 +70,11 @@ class TraceStudentConfig(PreTrainedConfig):
         super().__post_init__()
         for name in ("n_obs_steps", "plan_horizon", "token_dim", "trunk_dim", "gru_dim"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            if not is_int(value, 1):
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         if not isinstance(self.grasp_gate, bool):
             raise ValueError(f"grasp_gate must be true or false, got {self.grasp_gate!r}")
-        if not isinstance(self.budget_spare_pushes, int) or self.budget_spare_pushes < 0:
+        if not is_int(self.budget_spare_pushes, 0):
             raise ValueError(
                 f"budget_spare_pushes must be an integer >= 0, got {self.budget_spare_pushes!r}"
             )

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from lerobot.configs import FeatureType, NormalizationMode, PolicyFeature, PreTrainedConfig
 from lerobot.utils.constants import OBS_STATE
 
+from simroll.checks import is_int
 from simroll.features import (
     FINGERS,
     FOLLOWING_ERROR_KEY,
@@ -164,7 +165,7 @@ class SimVLAConfig(AdamWCosinePresets, PreTrainedConfig):
             "stem_channels": self.stem_channels,
         }
         for name, value in positive.items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            if not is_int(value, 1):
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         if self.n_encoder_layers < 0:
             raise ValueError(f"n_encoder_layers must be >= 0, got {self.n_encoder_layers!r}")

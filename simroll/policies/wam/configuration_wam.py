@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from lerobot.configs import FeatureType, NormalizationMode, PolicyFeature, PreTrainedConfig
 from lerobot.utils.constants import OBS_STATE
 
+from simroll.checks import is_int
 from simroll.features import FINGERS, TACTILE_KEY, TAXEL_GRID, image_key
 from simroll.policies.presets import AdamWCosinePresets
 from simroll.policies.vla.configuration_simvla import DEFAULT_VOCABULARY
@@ -140,7 +141,7 @@ class WAMConfig(AdamWCosinePresets, PreTrainedConfig):
             )
         }
         for name, value in positive.items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            if not is_int(value, 1):
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
@@ -165,9 +166,7 @@ class WAMConfig(AdamWCosinePresets, PreTrainedConfig):
                 f"({self.patch_size})"
             )
         offsets = list(self.future_offsets)
-        if not offsets or any(
-            not isinstance(o, int) or isinstance(o, bool) or o < 1 for o in offsets
-        ):
+        if not offsets or not all(is_int(offset, 1) for offset in offsets):
             raise ValueError(
                 f"future_offsets must be control-step offsets >= 1, got {self.future_offsets!r}"
             )
