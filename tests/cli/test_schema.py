@@ -207,6 +207,11 @@ DOCUMENTED = [  # README.md, simroll/certify/README.md, policy cards and config 
     ("train", "policy=diffusion dataset=data/soft_lift_noisy steps=30000"),
     ("train", "policy=act dataset=data/soft_lift_state batch_size=64 threads=1"),
     ("train", "policy=vla checkpoint_every=5000 policy.train.overrides.scheduler_decay_steps=9"),
+    (
+        "train",
+        "policy=vla steps=15000 policy.train.overrides.scheduler_decay_steps=30000 "
+        "fit_lr_schedule=false",
+    ),
     ("train", "policy=diffusion policy.train.overrides.optimizer_lr=3e-4 init_from=runs/x"),
     ("train", "policy=vla task_weights={squeeze:3.0,put:2.0} dagger.rounds=3 env=soft_suite"),
     ("train", "policy=vla +task_weights={squeeze:3.0} dagger.beta=0.2"),
