@@ -146,9 +146,8 @@ def dagger_section(run: Path) -> str:
 
 
 def lr_schedule_line(schedule: dict[str, Any] | None) -> list[str]:
-    """The card's line on the learning-rate schedule as trained, when the run recorded it and it
-    is not the configured one (LeRobot fitted a longer cosine decay to the run's steps) or the
-    run stopped part-way along it."""
+    """The card's line on the cosine learning-rate schedule as trained (none when the run did not
+    record one), saying so when LeRobot fitted the configured, longer one to the run's steps."""
     if not schedule or "decay_steps" not in schedule:
         return []
     if schedule["fitted_to_steps"]:
