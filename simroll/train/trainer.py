@@ -172,7 +172,7 @@ def lr_schedule(scheduler_config, steps: int, fit: bool = True) -> tuple[int, di
         "type": kind,
         "peak_lr": scheduler_config.peak_lr,
         "decay_lr": scheduler_config.decay_lr,
-        "warmup_steps": int(warmup * steps / decay) if fitted else warmup,
+        "warmup_steps": int(warmup * (steps / decay)) if fitted else warmup,  # LeRobot's rounding
         "decay_steps": steps if fitted else decay,
         "configured_warmup_steps": warmup,
         "configured_decay_steps": decay,
@@ -186,18 +186,13 @@ def check_lr_schedule(cfg: TrainConfig) -> None:
     own length, before any data is read or rollout runs."""
     if cfg.fit_lr_schedule:
         return
+    lr_schedule(_recipe_config(cfg).get_scheduler_preset(), cfg.steps, fit=False)
+
+
+def _recipe_config(cfg: TrainConfig):
+    """LeRobot's config of ``cfg``'s policy type with the recipe's overrides (CPU, no hub
+    weights), before any dataset fills in its features."""
     from lerobot.policies.factory import make_policy_config
-
-    from simroll.policies.lerobot import register_policy_types
-
-    register_policy_types()
-    config = make_policy_config(cfg.policy_type, device="cpu", **cfg.policy_overrides)
-    lr_schedule(config.get_scheduler_preset(), cfg.steps, fit=False)
-
-
-def _policy_config(cfg: TrainConfig, ds_meta):
-    from lerobot.policies.factory import make_policy_config
-    from lerobot.utils.feature_utils import dataset_to_policy_features
 
     from simroll.policies.lerobot import register_policy_types
 
@@ -205,7 +200,13 @@ def _policy_config(cfg: TrainConfig, ds_meta):
     overrides = {"device": "cpu", "push_to_hub": False, **cfg.policy_overrides}
     if cfg.policy_type in ("diffusion", "act"):
         overrides.setdefault("pretrained_backbone_weights", None)
-    policy_config = make_policy_config(cfg.policy_type, **overrides)
+    return make_policy_config(cfg.policy_type, **overrides)
+
+
+def _policy_config(cfg: TrainConfig, ds_meta):
+    from lerobot.utils.feature_utils import dataset_to_policy_features
+
+    policy_config = _recipe_config(cfg)
     mapping = getattr(policy_config, "normalization_mapping", None)
     if isinstance(mapping, dict) and "ENV" not in mapping and "STATE" in mapping:
         # LeRobot leaves features of type ENV unnormalized when the mapping has no ENV entry:
