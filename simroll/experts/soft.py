@@ -21,9 +21,10 @@ lower, release, retreat; SoftSqueeze: hold the squeeze). How each is recognised:
   once the hand is within ``ALIGN_XY`` of the pose ``ABOVE`` the object and yawed to it with the
   jaw open, and on the way down while it stays within ``DESCEND_XY``; *rise* when it is low
   beside the object; *align* (toward the pose above, at ``approach_gain``) otherwise.
-- *squeeze* (grasped, object still on its rest height): hold the hand at the grasp height while
-  the grip is regulated, until the mean grip force is within ``FORCE_TOLERANCE`` of its target or
-  the jaw target has reached its travel limit; then *lift*, which goes on whatever the force once
+- *squeeze* (grasped, object still on its rest height): hold the hand still (its target where it
+  is: a hand moving while the pads grip drags the object's surface and deforms it) while the grip
+  is regulated, until the mean grip force is within ``FORCE_TOLERANCE`` of its target or the jaw
+  target has reached its travel limit; then *lift*, which goes on whatever the force once
   the object is more than ``LIFTED`` above its rest. Lift and place heights are raised by how far
   the object has slipped down in the grip.
 - SoftPlace: *carry* at the carry height until the object's centre is within ``GOAL_REACHED`` of
@@ -217,7 +218,7 @@ class SoftExpert:
         touching = forces > CONTACT_FORCE
         # both pads on the object, or it is off the table and one still holds it
         grasped = bool(touching.all() or (lifted > LIFTED and touching.any()))
-        still = self._goto((hold[0], hold[1], grasp_z), hold[3])  # squeeze at the grasp height
+        still = np.zeros(4)  # squeeze with the hand held where it is: moving it drags the object
 
         if task == "SoftPlace":
             placed = self._place(forces, grasped, center, pose, hold, grasp_z, lifted)

@@ -207,6 +207,33 @@ def test_the_expert_takes_over_again_after_a_noisy_learner_held_the_object(
     assert info["is_success"], info["termination_reason"]
 
 
+@pytest.mark.parametrize("object_name", ["tofu", "foam_cylinder"])
+def test_the_squeeze_label_holds_the_hand_where_a_learner_left_it(make_env, object_name):
+    # a hand moving while the pads grip drags the object's surface (a learner's jitter there
+    # crushed tofu at half the expert's force), so the squeeze label never moves the hand, even
+    # where a learner left it above the grasp height; it only regulates the grip
+    env = make_env("SoftSqueeze", object_name)
+    expert = SoftExpert(env, "gentle")
+    obs, _ = env.reset(seed=3)
+    while True:
+        action = expert.select_action(obs)
+        if expert.phase == "squeeze":
+            break
+        obs, *_ = env.step(action)
+    assert not action[:4].any()
+    lifted = np.array([0.0, 0.0, 0.4, 0.0, 0.0], dtype=np.float32)  # a learner raises the hand
+    obs, *_ = env.step(lifted)
+    raw = env.unwrapped
+    raised = raw.hand_target()[2] + raw.ids.hand_base_z - expert.grasp_height()
+    assert raised > 0.002  # the hand's target is now above the grasp height
+    action = expert.select_action(obs)
+    assert expert.phase == "squeeze"
+    assert not action[:4].any(), action
+    assert action[4] != 0.0  # the grip is still being regulated
+    info = finish(env, SoftExpert(env, "gentle"), obs)
+    assert info["is_success"], info["termination_reason"]
+
+
 def test_the_phase_is_read_from_the_state_not_from_the_episode(make_env):
     env = make_env("SoftPlace", "sponge")
     expert = SoftExpert(env, "gentle")
