@@ -24,7 +24,11 @@ carry, lower, release, retreat, rise). Reported:
   grasp goes with the crushing.
 
 The env settings come from the checkpoint's ``simroll_env.json``; ``--override KEY=VALUE``
-changes a policy setting for the run (e.g. ``n_action_steps``). Writes ``--out`` (JSON,
+changes a policy setting for the run (e.g. ``n_action_steps``). ``--hold-hand-in PHASE ...`` is
+an intervention, not a deployable policy: in those expert phases the policy's hand motion (x, y,
+z, yaw) is replaced by zero (the hand target stays where it is) and its gripper command kept, so
+a run with and one without say whether the hand's motion there causes the crossings (the logged
+errors are of the executed action). Writes ``--out`` (JSON,
 atomically) and prints a summary.
 
 Run: ``python scripts/diagnose_deformation.py --policy policies/diffusion_soft_lift --task SoftLift
@@ -48,6 +52,18 @@ OBJECTS = ("sponge", "tofu", "foam_cylinder", "dumpling")
 TASKS = ("SoftLift", "SoftPlace", "SoftSqueeze")
 AXES = ("x", "y", "z", "yaw", "gripper")
 HELD_PHASES = frozenset({"squeeze", "lift", "carry", "lower"})  # the expert sees it grasped
+PHASES = (
+    "rise",
+    "align",
+    "descend",
+    "close",
+    "squeeze",
+    "lift",
+    "carry",
+    "lower",
+    "release",
+    "retreat",
+)  # SoftExpert.phase's names
 
 
 def crossing(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -85,6 +101,14 @@ def main(argv: list[str] | None = None) -> int:
         help="a policy config setting for this run (e.g. n_action_steps=2), as "
         "`simroll eval +policy.overrides.KEY=VALUE` sets it",
     )
+    parser.add_argument(
+        "--hold-hand-in",
+        nargs="+",
+        default=[],
+        choices=PHASES,
+        metavar="PHASE",
+        help=f"expert phases in which the policy's hand motion is replaced by zero: {PHASES}",
+    )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     if args.episodes < 1:
@@ -101,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     from simroll.experts import SoftExpert
     from simroll.experts.soft import CONTACT_FORCE
     from simroll.io import write_json_atomic
-    from simroll.policies.checkpoint import read_env_record, resolve_checkpoint
+    from simroll.policies.checkpoint import read_env_record, resolve_checkpoint, weights_digest
     from simroll.policies.lerobot import load_policy
     from simroll.policies.mixing import ExpertMixing
     from simroll.rollout.episode import EnvConfig, EpisodeObserver, run_episode
@@ -149,9 +173,21 @@ def main(argv: list[str] | None = None) -> int:
                 }
             )
 
+    held_phases = frozenset(args.hold_hand_in)
+
+    class HandHeld(ExpertMixing):
+        """The policy drives, its hand motion zeroed in ``held_phases`` (the expert labels)."""
+
+        def select_action(self, obs):
+            action = super().select_action(obs)
+            if self.expert.phase in held_phases:
+                action = action.copy()
+                action[:4] = 0.0
+            return action
+
     def labelled(env):
         policy = load_policy(env, checkpoint, overrides=overrides)
-        return ExpertMixing(policy, SoftExpert(env.unwrapped), env, 0.0)
+        return HandHeld(policy, SoftExpert(env.unwrapped), env, 0.0)
 
     episodes: list[dict[str, Any]] = []
     errors: dict[str, list[np.ndarray]] = collections.defaultdict(list)
@@ -218,11 +254,13 @@ def main(argv: list[str] | None = None) -> int:
     payload = {
         "command": "python scripts/diagnose_deformation.py " + " ".join(argv or sys.argv[1:]),
         "policy": str(args.policy),
+        "weights_sha256": weights_digest(args.policy),  # which weights the path held
         "task": args.task,
         "objects": list(args.objects),
         "seed": args.seed,
         "env": recorded,
         "overrides": overrides,
+        "hold_hand_in": sorted(held_phases),
         "summary": summary,
         "phases": phases,
         "episodes": episodes,

@@ -68,3 +68,19 @@ def test_a_run_logs_every_step_by_phase(tmp_path, monkeypatch):
     group = "within_tolerance" if episode["dsr_success"] else "over_tolerance"
     if episode["success"]:
         assert summary["grasp_median_abs_mm"][group]["along_mm"] == abs(grasp["along_mm"])
+
+
+def test_holding_the_hand_in_a_phase_zeroes_the_executed_hand_motion_there(tmp_path, monkeypatch):
+    # the expert's squeeze labels hold the hand still, so with the policy's hand held there the
+    # executed action's hand axes equal the label's: zero error on x, y, z and yaw while squeezing
+    monkeypatch.setenv("MUJOCO_GL", "egl")
+    out = tmp_path / "held.json"
+    policy = str(ROOT / "policies" / "diffusion_soft_lift")
+    args = ["--policy", policy, "--task", "SoftSqueeze", "--objects", "sponge", "--episodes", "1"]
+    assert _module().main([*args, "--hold-hand-in", "squeeze", "--out", str(out)]) == 0
+    payload = json.loads(out.read_text())
+    assert payload["hold_hand_in"] == ["squeeze"]
+    assert len(payload["weights_sha256"]) == 64
+    errors = payload["phases"]["squeeze"]["error_abs_mean"]
+    assert [errors[axis] for axis in ("x", "y", "z", "yaw")] == [0.0, 0.0, 0.0, 0.0]
+    assert payload["phases"]["close"]["error_abs_mean"]["z"] > 0.0  # the policy's own elsewhere
