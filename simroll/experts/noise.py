@@ -55,10 +55,12 @@ def noisy_expert(
     arm_std: float = 0.3,
     gripper_std: float = 0.0,
     approach_gain: float = 1.0,
+    squeeze_hold_hand: bool = False,
 ):
     """The scripted soft expert with executed-action noise (a Hydra ``_partial_`` target)."""
     from simroll.experts.soft import SoftExpert
 
-    return ActionNoise(
-        SoftExpert(env, closure, approach_gain=approach_gain), env, arm_std, gripper_std
+    expert = SoftExpert(
+        env, closure, approach_gain=approach_gain, squeeze_hold_hand=squeeze_hold_hand
     )
+    return ActionNoise(expert, env, arm_std, gripper_std)

@@ -21,12 +21,12 @@ lower, release, retreat; SoftSqueeze: hold the squeeze). How each is recognised:
   once the hand is within ``ALIGN_XY`` of the pose ``ABOVE`` the object and yawed to it with the
   jaw open, and on the way down while it stays within ``DESCEND_XY``; *rise* when it is low
   beside the object; *align* (toward the pose above, at ``approach_gain``) otherwise.
-- *squeeze* (grasped, object still on its rest height): hold the hand still (its target where it
-  is: a hand moving while the pads grip drags the object's surface and deforms it) while the grip
-  is regulated, until the mean grip force is within ``FORCE_TOLERANCE`` of its target or the jaw
-  target has reached its travel limit; then *lift*, which goes on whatever the force once
-  the object is more than ``LIFTED`` above its rest. Lift and place heights are raised by how far
-  the object has slipped down in the grip.
+- *squeeze* (grasped, object still on its rest height): hold the hand at the grasp height (with
+  ``squeeze_hold_hand``: still, its target where it is, since a hand moving while the pads grip
+  drags the object's surface) while the grip is regulated, until the mean grip force is within
+  ``FORCE_TOLERANCE`` of its target or the jaw target has reached its travel limit; then *lift*,
+  which goes on whatever the force once the object is more than ``LIFTED`` above its rest. Lift
+  and place heights are raised by how far the object has slipped down in the grip.
 - SoftPlace: *carry* at the carry height until the object's centre is within ``GOAL_REACHED`` of
   the goal, *lower* while it stays within ``GOAL_KEEP`` (and the hand is below the carry height),
   *release* (hand still, jaw opening) once the hand is down; with the object resting at the goal
@@ -114,8 +114,12 @@ class SoftExpert:
         closure: str | float = "gentle",
         gripper_mode: str | None = None,
         approach_gain: float = 1.0,
+        squeeze_hold_hand: bool = False,
     ):
         self.env: SoftTaskEnv = env.unwrapped
+        if not isinstance(squeeze_hold_hand, bool):
+            raise ValueError(f"squeeze_hold_hand must be true or false, got {squeeze_hold_hand!r}")
+        self.squeeze_hold_hand = squeeze_hold_hand
         if not (isinstance(approach_gain, int | float) and 0.05 <= approach_gain <= 1.0):
             raise ValueError(f"approach_gain must be in [0.05, 1], got {approach_gain!r}")
         self.approach_gain = float(approach_gain)
@@ -138,7 +142,7 @@ class SoftExpert:
 
     @property
     def policy_id(self) -> str:
-        return f"expert/{self.closure}"
+        return f"expert/{self.closure}" + ("/hold" if self.squeeze_hold_hand else "")
 
     def reset(self) -> None:
         """Nothing to forget (the expert is memoryless); clears the ``phase`` report."""
@@ -218,7 +222,10 @@ class SoftExpert:
         touching = forces > CONTACT_FORCE
         # both pads on the object, or it is off the table and one still holds it
         grasped = bool(touching.all() or (lifted > LIFTED and touching.any()))
-        still = np.zeros(4)  # squeeze with the hand held where it is: moving it drags the object
+        if self.squeeze_hold_hand:  # squeeze with the hand held where it is
+            still = np.zeros(4)
+        else:  # squeeze at the grasp height
+            still = self._goto((hold[0], hold[1], grasp_z), hold[3])
 
         if task == "SoftPlace":
             placed = self._place(forces, grasped, center, pose, hold, grasp_z, lifted)

@@ -208,12 +208,14 @@ def test_the_expert_takes_over_again_after_a_noisy_learner_held_the_object(
 
 
 @pytest.mark.parametrize("object_name", ["tofu", "foam_cylinder"])
-def test_the_squeeze_label_holds_the_hand_where_a_learner_left_it(make_env, object_name):
+@pytest.mark.parametrize("hold", [True, False])
+def test_the_squeeze_label_holds_the_hand_where_a_learner_left_it(make_env, object_name, hold):
     # a hand moving while the pads grip drags the object's surface (a learner's jitter there
-    # crushed tofu at half the expert's force), so the squeeze label never moves the hand, even
-    # where a learner left it above the grasp height; it only regulates the grip
+    # crushed tofu at half the expert's force); with squeeze_hold_hand the squeeze label never
+    # moves the hand, even where a learner left it above the grasp height, and only regulates the
+    # grip; without, it brings the hand back down to the grasp height
     env = make_env("SoftSqueeze", object_name)
-    expert = SoftExpert(env, "gentle")
+    expert = SoftExpert(env, "gentle", squeeze_hold_hand=hold)
     obs, _ = env.reset(seed=3)
     while True:
         action = expert.select_action(obs)
@@ -228,9 +230,12 @@ def test_the_squeeze_label_holds_the_hand_where_a_learner_left_it(make_env, obje
     assert raised > 0.002  # the hand's target is now above the grasp height
     action = expert.select_action(obs)
     assert expert.phase == "squeeze"
-    assert not action[:4].any(), action
+    if hold:
+        assert not action[:4].any(), action
+    else:
+        assert action[2] < 0.0 and not action[[0, 1, 3]].any(), action
     assert action[4] != 0.0  # the grip is still being regulated
-    info = finish(env, SoftExpert(env, "gentle"), obs)
+    info = finish(env, SoftExpert(env, "gentle", squeeze_hold_hand=hold), obs)
     assert info["is_success"], info["termination_reason"]
 
 
