@@ -28,8 +28,10 @@ changes a policy setting for the run (e.g. ``n_action_steps``). ``--hold-hand-in
 an intervention, not a deployable policy: in those expert phases the policy's hand motion (x, y,
 z, yaw) is replaced by zero (the hand target stays where it is) and its gripper command kept, so
 a run with and one without say whether the hand's motion there causes the crossings (the logged
-errors are of the executed action). Writes ``--out`` (JSON,
-atomically) and prints a summary.
+errors are of the executed action). ``--squeeze-hold-hand`` labels with the expert whose squeeze
+holds the hand still (``SoftExpert(squeeze_hold_hand=True)``); the phases and so the crossings
+are the same, the squeeze's z labels differ. Writes ``--out`` (JSON, atomically) and prints a
+summary.
 
 Run: ``python scripts/diagnose_deformation.py --policy policies/diffusion_soft_lift --task SoftLift
 --episodes 10 --seed 900 --out benchmarks/results/lift_deformation_diagnosis.json`` (about 4
@@ -48,22 +50,12 @@ from typing import Any
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from simroll.experts.soft import PHASES  # noqa: E402  (after MUJOCO_GL)
+
 OBJECTS = ("sponge", "tofu", "foam_cylinder", "dumpling")
 TASKS = ("SoftLift", "SoftPlace", "SoftSqueeze")
 AXES = ("x", "y", "z", "yaw", "gripper")
 HELD_PHASES = frozenset({"squeeze", "lift", "carry", "lower"})  # the expert sees it grasped
-PHASES = (
-    "rise",
-    "align",
-    "descend",
-    "close",
-    "squeeze",
-    "lift",
-    "carry",
-    "lower",
-    "release",
-    "retreat",
-)  # SoftExpert.phase's names
 
 
 def crossing(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -108,6 +100,11 @@ def main(argv: list[str] | None = None) -> int:
         choices=PHASES,
         metavar="PHASE",
         help=f"expert phases in which the policy's hand motion is replaced by zero: {PHASES}",
+    )
+    parser.add_argument(
+        "--squeeze-hold-hand",
+        action="store_true",
+        help="label with the expert whose squeeze holds the hand still (squeeze_hold_hand)",
     )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
@@ -187,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def labelled(env):
         policy = load_policy(env, checkpoint, overrides=overrides)
-        return HandHeld(policy, SoftExpert(env.unwrapped), env, 0.0)
+        expert = SoftExpert(env.unwrapped, squeeze_hold_hand=args.squeeze_hold_hand)
+        return HandHeld(policy, expert, env, 0.0)
 
     episodes: list[dict[str, Any]] = []
     errors: dict[str, list[np.ndarray]] = collections.defaultdict(list)
@@ -260,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         "seed": args.seed,
         "env": recorded,
         "overrides": overrides,
+        "labeller": "expert/gentle" + ("/hold" if args.squeeze_hold_hand else ""),
         "hold_hand_in": sorted(held_phases),
         "summary": summary,
         "phases": phases,

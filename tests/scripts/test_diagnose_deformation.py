@@ -71,8 +71,8 @@ def test_a_run_logs_every_step_by_phase(tmp_path, monkeypatch):
 
 
 def test_holding_the_hand_in_a_phase_zeroes_the_executed_hand_motion_there(tmp_path, monkeypatch):
-    # the expert's squeeze labels hold the hand still, so with the policy's hand held there the
-    # executed action's hand axes equal the label's: zero error on x, y, z and yaw while squeezing
+    # the expert's squeeze labels keep the hand's x, y and yaw targets (only z goes to the grasp
+    # height), so with the policy's hand held there the executed action has zero error on those
     monkeypatch.setenv("MUJOCO_GL", "egl")
     out = tmp_path / "held.json"
     policy = str(ROOT / "policies" / "diffusion_soft_lift")
@@ -82,5 +82,5 @@ def test_holding_the_hand_in_a_phase_zeroes_the_executed_hand_motion_there(tmp_p
     assert payload["hold_hand_in"] == ["squeeze"]
     assert len(payload["weights_sha256"]) == 64
     errors = payload["phases"]["squeeze"]["error_abs_mean"]
-    assert [errors[axis] for axis in ("x", "y", "z", "yaw")] == [0.0, 0.0, 0.0, 0.0]
+    assert [errors[axis] for axis in ("x", "y", "yaw")] == [0.0, 0.0, 0.0]
     assert payload["phases"]["close"]["error_abs_mean"]["z"] > 0.0  # the policy's own elsewhere
