@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         "seed": args.seed,
         "env": recorded,
         "overrides": overrides,
-        "labeller": "expert/gentle" + ("/hold" if args.squeeze_hold_hand else ""),
+        "labeller": log.mixture.expert.policy_id,  # the last episode's labeller (all alike)
         "hold_hand_in": sorted(held_phases),
         "summary": summary,
         "phases": phases,

@@ -81,6 +81,7 @@ def test_holding_the_hand_in_a_phase_zeroes_the_executed_hand_motion_there(tmp_p
     payload = json.loads(out.read_text())
     assert payload["hold_hand_in"] == ["squeeze"]
     assert len(payload["weights_sha256"]) == 64
+    assert payload["labeller"] == "expert/gentle"
     errors = payload["phases"]["squeeze"]["error_abs_mean"]
     assert [errors[axis] for axis in ("x", "y", "yaw")] == [0.0, 0.0, 0.0]
     assert payload["phases"]["close"]["error_abs_mean"]["z"] > 0.0  # the policy's own elsewhere
