@@ -62,8 +62,19 @@ import numpy as np
 from simroll.envs.core import GRIPPER_STEP, MAX_STEP, SoftTaskEnv
 from simroll.envs.scene import FINGER_TRAVEL, OPEN_HALF_WIDTH
 
-PHASES = ("rise", "align", "descend", "close", "squeeze", "lift", "carry", "lower", "release")
-PHASES += ("retreat",)  # every name ``SoftExpert.phase`` reports, in a SoftPlace episode's order
+# every name ``SoftExpert.phase`` reports, in a SoftPlace episode's order (rise: a re-approach)
+PHASES = (
+    "rise",
+    "align",
+    "descend",
+    "close",
+    "squeeze",
+    "lift",
+    "carry",
+    "lower",
+    "release",
+    "retreat",
+)
 CLOSURES = {"gentle": 1.0, "firm": 6.0}
 SQUEEZE_FORCE = {"gentle": 2.0, "firm": 3.8}
 MAX_SQUEEZE = 0.03  # metres of jaw target past the travel where the pads meet the object

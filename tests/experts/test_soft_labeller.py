@@ -212,9 +212,9 @@ def test_the_expert_takes_over_again_after_a_noisy_learner_held_the_object(
 @pytest.mark.parametrize("hold", [True, False])
 def test_the_squeeze_label_holds_the_hand_where_a_learner_left_it(make_env, object_name, hold):
     # a hand moving while the pads grip drags the object's surface (a learner's jitter there
-    # crushed tofu at half the expert's force); with squeeze_hold_hand the squeeze label never
-    # moves the hand, even where a learner left it above the grasp height, and only regulates the
-    # grip; without, it brings the hand back down to the grasp height
+    # crushed tofu below the expert's own grip force); with squeeze_hold_hand the squeeze label
+    # never moves the hand, even where a learner left it above the grasp height, and only
+    # regulates the grip; without, it brings the hand back down to the grasp height
     env = make_env("SoftSqueeze", object_name)
     expert = SoftExpert(env, "gentle", squeeze_hold_hand=hold)
     obs, _ = env.reset(seed=3)
