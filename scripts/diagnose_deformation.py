@@ -17,6 +17,10 @@ carry, lower, release, retreat, rise). Reported:
   dimension (x, y, z, yaw, gripper);
 * the over-tolerance successes counted by the phase at the crossing and by drop / no drop, and
   the failures by the phase of their last step;
+* lost grasps: the steps at which the expert, having seen the object held (squeeze, lift, carry,
+  lower), sees it no longer held outside a release (an object dropped on the way), per episode
+  and summed per phase of the step before; and the mean grip force over the steps the expert
+  calls "carry";
 * the grasp: where the hand was when both pads first touched (each finger over the expert's
   contact force), as millimetres from the object's centre across and along the jaw (hand x and y)
   and from the expert's grasp height (which the expert closes within 6 mm of), with the medians of
@@ -28,9 +32,13 @@ changes a policy setting for the run (e.g. ``n_action_steps``). ``--hold-hand-in
 an intervention, not a deployable policy: in those expert phases the policy's hand motion (x, y,
 z, yaw) is replaced by zero (the hand target stays where it is) and its gripper command kept, so
 a run with and one without say whether the hand's motion there causes the crossings (the logged
-errors are of the executed action). ``--squeeze-hold-hand`` labels with the expert whose squeeze
-holds the hand still (``SoftExpert(squeeze_hold_hand=True)``); the phases and so the crossings
-are the same, the squeeze's z labels differ. Writes ``--out`` (JSON, atomically) and prints a
+errors are of the executed action). ``--expert-hand-in PHASE ...`` and ``--expert-grip-in PHASE
+...`` are interventions of the same kind: in those phases the policy's hand motion (x, y, z, yaw),
+or its gripper command, is replaced by the expert's label, the other channels kept; e.g. whether
+a policy that drops objects on the way does so by its grip or by its carrying motion.
+``--squeeze-hold-hand`` labels with the expert whose squeeze holds the hand still
+(``SoftExpert(squeeze_hold_hand=True)``); the phases and so the crossings are the same, the
+squeeze's z labels differ. Writes ``--out`` (JSON, atomically) and prints a
 summary.
 
 Run: ``python scripts/diagnose_deformation.py --policy policies/diffusion_soft_lift --task SoftLift
@@ -56,6 +64,18 @@ OBJECTS = ("sponge", "tofu", "foam_cylinder", "dumpling")
 TASKS = ("SoftLift", "SoftPlace", "SoftSqueeze")
 AXES = ("x", "y", "z", "yaw", "gripper")
 HELD_PHASES = frozenset({"squeeze", "lift", "carry", "lower"})  # the expert sees it grasped
+LET_GO_PHASES = frozenset({"release", "retreat"})  # where leaving the grasp is the plan
+
+
+def lost_grasps(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each step at which a held object stopped being held other than by a release: the step, the
+    phase the expert saw before and the one it sees now."""
+    lost = []
+    for step in range(1, len(rows)):
+        before, now = rows[step - 1]["phase"], rows[step]["phase"]
+        if before in HELD_PHASES and now not in HELD_PHASES and now not in LET_GO_PHASES:
+            lost.append({"step": step, "phase_before": before, "phase": now})
+    return lost
 
 
 def crossing(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -101,6 +121,15 @@ def main(argv: list[str] | None = None) -> int:
         metavar="PHASE",
         help=f"expert phases in which the policy's hand motion is replaced by zero: {PHASES}",
     )
+    for flag, channel in (("--expert-hand-in", "hand motion"), ("--expert-grip-in", "gripper")):
+        parser.add_argument(
+            flag,
+            nargs="+",
+            default=[],
+            choices=PHASES,
+            metavar="PHASE",
+            help=f"expert phases in which the policy's {channel} is replaced by the expert's label",
+        )
     parser.add_argument(
         "--squeeze-hold-hand",
         action="store_true",
@@ -171,21 +200,29 @@ def main(argv: list[str] | None = None) -> int:
             )
 
     held_phases = frozenset(args.hold_hand_in)
+    expert_hand, expert_grip = frozenset(args.expert_hand_in), frozenset(args.expert_grip_in)
 
-    class HandHeld(ExpertMixing):
-        """The policy drives, its hand motion zeroed in ``held_phases`` (the expert labels)."""
+    class Intervened(ExpertMixing):
+        """The policy drives (the expert labels); in ``held_phases`` its hand motion is zeroed, in
+        ``expert_hand`` / ``expert_grip`` its hand motion / gripper is the expert's label."""
 
         def select_action(self, obs):
             action = super().select_action(obs)
-            if self.expert.phase in held_phases:
+            phase = self.expert.phase
+            if phase in held_phases | expert_hand | expert_grip:
                 action = action.copy()
-                action[:4] = 0.0
+                if phase in held_phases:
+                    action[:4] = 0.0
+                if phase in expert_hand:
+                    action[:4] = self.action_label[:4]
+                if phase in expert_grip:
+                    action[4] = self.action_label[4]
             return action
 
     def labelled(env):
         policy = load_policy(env, checkpoint, overrides=overrides)
         expert = SoftExpert(env.unwrapped, squeeze_hold_hand=args.squeeze_hold_hand)
-        return HandHeld(policy, expert, env, 0.0)
+        return Intervened(policy, expert, env, 0.0)
 
     episodes: list[dict[str, Any]] = []
     errors: dict[str, list[np.ndarray]] = collections.defaultdict(list)
@@ -196,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             record = run_episode(spec, labelled, env_config=env_config, observers=[log])
             for row in log.rows:
                 errors[row["phase"]].append(row["error"])
+            carry_forces = [row["grip_force"] for row in log.rows if row["phase"] == "carry"]
             entry = {
                 "object": obj,
                 "seed": spec.seed,
@@ -209,6 +247,10 @@ def main(argv: list[str] | None = None) -> int:
                 "peak_over_tolerance": round(record.peak_deformation / record.tolerance, 3),
                 "crossing": crossing(log.rows),
                 "grasp": log.grasp,
+                "lost_grasps": lost_grasps(log.rows),
+                "carry_grip_force_mean": (
+                    round(float(np.mean(carry_forces)), 3) if carry_forces else None
+                ),
             }
             episodes.append(entry)
             print(json.dumps(entry), flush=True)
@@ -237,6 +279,25 @@ def main(argv: list[str] | None = None) -> int:
         "over_tolerance_after_a_drop": sum(
             bool(e["crossing"] and e["crossing"]["dropped"]) for e in over
         ),
+        "lost_grasps": sum(len(e["lost_grasps"]) for e in episodes),
+        "episodes_with_a_lost_grasp": sum(bool(e["lost_grasps"]) for e in episodes),
+        "failures_with_a_lost_grasp": sum(
+            bool(e["lost_grasps"]) for e in episodes if not e["success"]
+        ),
+        "lost_grasps_by_phase_before": dict(
+            collections.Counter(lost["phase_before"] for e in episodes for lost in e["lost_grasps"])
+        ),
+        "carry_grip_force_median": (
+            round(float(np.median(forces)), 3)
+            if (
+                forces := [
+                    e["carry_grip_force_mean"]
+                    for e in episodes
+                    if e["carry_grip_force_mean"] is not None
+                ]
+            )
+            else None
+        ),
         "grasp_median_abs_mm": {
             group: {
                 axis: round(float(np.median([abs(e["grasp"][axis]) for e in chosen])), 2)
@@ -260,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
         "overrides": overrides,
         "labeller": log.mixture.expert.policy_id,  # the last episode's labeller (all alike)
         "hold_hand_in": sorted(held_phases),
+        "expert_hand_in": sorted(expert_hand),
+        "expert_grip_in": sorted(expert_grip),
         "summary": summary,
         "phases": phases,
         "episodes": episodes,

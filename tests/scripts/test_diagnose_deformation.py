@@ -85,3 +85,33 @@ def test_holding_the_hand_in_a_phase_zeroes_the_executed_hand_motion_there(tmp_p
     errors = payload["phases"]["squeeze"]["error_abs_mean"]
     assert [errors[axis] for axis in ("x", "y", "yaw")] == [0.0, 0.0, 0.0]
     assert payload["phases"]["close"]["error_abs_mean"]["z"] > 0.0  # the policy's own elsewhere
+
+
+def test_a_grasp_lost_outside_a_release_is_counted_where_it_was_lost():
+    lost_grasps = _module().lost_grasps
+    phases = ["close", "squeeze", "lift", "align", "close", "lift", "carry", "lower", "release"]
+    rows = [{"phase": phase} for phase in [*phases, "retreat"]]
+    assert lost_grasps(rows) == [{"step": 3, "phase_before": "lift", "phase": "align"}]
+    assert lost_grasps([{"phase": "squeeze"}, {"phase": "close"}])[0]["phase_before"] == "squeeze"
+    assert lost_grasps([{"phase": "align"}, {"phase": "descend"}, {"phase": "close"}]) == []
+
+
+def test_the_expert_label_replaces_only_the_named_channels_in_the_named_phases(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("MUJOCO_GL", "egl")
+    out = tmp_path / "expert_channels.json"
+    policy = str(ROOT / "policies" / "diffusion_soft_lift")
+    args = ["--policy", policy, "--objects", "sponge", "--episodes", "1"]
+    args += ["--expert-hand-in", "align", "--expert-grip-in", "close"]
+    assert _module().main([*args, "--out", str(out)]) == 0
+    payload = json.loads(out.read_text())
+    assert payload["expert_hand_in"] == ["align"] and payload["expert_grip_in"] == ["close"]
+    align, close = (payload["phases"][p]["error_abs_mean"] for p in ("align", "close"))
+    assert [align[axis] for axis in ("x", "y", "z", "yaw")] == [0.0] * 4
+    assert close["gripper"] == 0.0
+    # the other channels stay the policy's own
+    assert align["gripper"] > 0.0 or sum(close[axis] for axis in ("x", "y", "z", "yaw")) > 0.0
+    (episode,) = payload["episodes"]
+    assert isinstance(episode["lost_grasps"], list)
+    assert payload["summary"]["lost_grasps"] == len(episode["lost_grasps"])
