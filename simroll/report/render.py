@@ -141,6 +141,18 @@ def provenance_view(
         rows.append(("machine", str(machine["platform"]) + (f" ({cpu})" if cpu else "")))
     config_yaml = None
     if config:
+        policy = config.get("policy")
+        if isinstance(policy, dict) and policy.get("path") and "train" in policy:
+            # a run of a checkpoint: the policy group's training recipe is not how that
+            # checkpoint was trained (its card says), so the page does not show it as if it were
+            config = {**config, "policy": {k: v for k, v in policy.items() if k != "train"}}
+            rows.append(
+                (
+                    "policy checkpoint",
+                    f"{policy['path']} (its training: the checkpoint's card; the config "
+                    "group's policy.train recipe is left out below)",
+                )
+            )
         config_yaml = yaml.safe_dump(config, sort_keys=False, default_flow_style=None)
     return {"rows": rows, "config_yaml": config_yaml}
 

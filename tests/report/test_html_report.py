@@ -331,3 +331,19 @@ def test_simroll_eval_ends_with_report_html(tmp_path, parse):
     assert f"html report: {tmp_path / 'report.html'}" in result.stdout
     page = parse(tmp_path / "report.html")
     assert len(page.tables["episodes-table"]) == 1 and len(page.videos) == 1
+
+
+def test_a_checkpoint_run_does_not_show_the_policy_groups_training_recipe_as_its_own():
+    from simroll.report.render import provenance_view
+
+    config = {
+        "episodes": 2,
+        "policy": {"path": "policies/vla_soft", "overrides": {}, "train": {"steps": 15000}},
+    }
+    view = provenance_view(None, config, [])
+    assert "train" not in view["config_yaml"] and "policies/vla_soft" in view["config_yaml"]
+    assert dict(view["rows"])["policy checkpoint"].startswith("policies/vla_soft (")
+    # a policy without a checkpoint (an expert) keeps its whole config, and nothing is mutated
+    expert = {"policy": {"closure": "gentle", "train": {"note": "kept"}}}
+    assert "kept" in provenance_view(None, expert, [])["config_yaml"]
+    assert config["policy"]["train"] == {"steps": 15000}
