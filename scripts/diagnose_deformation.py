@@ -18,7 +18,7 @@ carry, lower, release, retreat, rise). Reported:
 * the over-tolerance successes counted by the phase at the crossing and by drop / no drop, and
   the failures by the phase of their last step;
 * lost grasps: the steps at which the expert, having seen the object held (squeeze, lift, carry,
-  lower), sees it no longer held outside a release (an object dropped on the way), per episode
+  lower), sees it no longer held outside a release (dropped, or let go too early), per episode
   and summed per phase of the step before; and the mean grip force over the steps the expert
   calls "carry";
 * the grasp: where the hand was when both pads first touched (each finger over the expert's
@@ -256,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(entry), flush=True)
 
     over = [e for e in episodes if e["success"] and not e["dsr_success"]]
+    carry_means = [e["carry_grip_force_mean"] for e in episodes]
+    carry_means = [mean for mean in carry_means if mean is not None]
     phases = {
         phase: {
             "steps": len(rows),
@@ -288,15 +290,7 @@ def main(argv: list[str] | None = None) -> int:
             collections.Counter(lost["phase_before"] for e in episodes for lost in e["lost_grasps"])
         ),
         "carry_grip_force_median": (
-            round(float(np.median(forces)), 3)
-            if (
-                forces := [
-                    e["carry_grip_force_mean"]
-                    for e in episodes
-                    if e["carry_grip_force_mean"] is not None
-                ]
-            )
-            else None
+            round(float(np.median(carry_means)), 3) if carry_means else None
         ),
         "grasp_median_abs_mm": {
             group: {
