@@ -140,6 +140,7 @@ class DaggerSchema:
     steps_per_round: int = MISSING
     beta: float = MISSING
     beta_decay: float = MISSING
+    perturb: Any = None  # open: a mapping checked by simroll.policies.mixing.Perturbation
     final_episodes: int = MISSING
     labeller: str = MISSING
     seed: int = MISSING

@@ -106,6 +106,9 @@ def dagger_config(cfg: DictConfig) -> DaggerConfig:
         steps_per_round=section.steps_per_round,
         beta=section.beta,
         beta_decay=section.beta_decay,
+        perturb=None
+        if section.get("perturb") is None
+        else OmegaConf.to_container(section.perturb, resolve=True),
         final_episodes=section.final_episodes,
         labeller=policy_config(section.labeller),
         suite=cfg.env.suite,

@@ -13,6 +13,15 @@ depend on the current state only, since the states come from another policy's pa
 coin is drawn from a copy of the env's generator taken right after its reset, so the same episode
 seed gives the same mixture and the env's own random stream is untouched.
 
+A :class:`Perturbation` (``perturb``) injects disturbances into the executed actions, so that the
+learner's rollouts visit the states a disturbance leads to and the expert labels how to recover
+from them (disturbance injection as in DART, Laskey et al. 2017): at each step of a chosen expert
+phase (``SoftExpert.phase``, e.g. ``lift`` and ``carry``), with probability ``rate``, some channels
+of the executed action are overwritten (e.g. the gripper opened) for ``steps`` steps, at most
+``per_episode`` times an episode. The labels stay the expert's action at every state; only what
+is executed changes. Its coins come from a jump of the same generator, so they neither move the
+beta coins nor the env's stream.
+
 :func:`mixing_policy` is the Hydra target (``_partial_: true``) whose ``learner`` and ``expert``
 are policy configs Hydra instantiates into factories.
 """
@@ -20,19 +29,94 @@ are policy configs Hydra instantiates into factories.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from simroll.checks import is_int, is_number
 from simroll.policies.base import CountsNetworkEvaluations, LabelsStates, policy_name
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    """Overwrite the executed action's channels where ``action`` has a number (``None`` keeps the
+    driver's) for ``steps`` steps, started with probability ``rate`` at each step whose expert
+    phase is in ``phases`` (every step when empty), at most ``per_episode`` times an episode."""
+
+    action: tuple[float | None, ...]
+    phases: tuple[str, ...] = ()
+    rate: float = 0.1
+    steps: int = 5
+    per_episode: int = 1
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], action_space: Any) -> Perturbation:
+        """Check a ``perturb`` mapping against the env's action space; the error names the bad
+        key and value."""
+        known = {"action", "phases", "rate", "steps", "per_episode"}
+        if not isinstance(config, Mapping) or set(config) - known or "action" not in config:
+            raise ValueError(
+                "perturb must be a mapping with an action and optionally "
+                f"{sorted(known - {'action'})}, got {config!r}"
+            )
+        low, high = np.asarray(action_space.low), np.asarray(action_space.high)
+        action = config["action"]
+        if not (
+            isinstance(action, Sequence)
+            and not isinstance(action, str)
+            and len(action) == low.size
+            and all(v is None or is_number(v) for v in action)
+            and any(v is not None for v in action)
+        ):
+            raise ValueError(
+                f"perturb.action must list {low.size} channels, each a number or null (keep the "
+                f"driver's), at least one a number; got {action!r}"
+            )
+        for i, value in enumerate(action):
+            if value is not None and not low[i] <= value <= high[i]:
+                raise ValueError(
+                    f"perturb.action[{i}] = {value!r} is outside the action space "
+                    f"[{low[i]}, {high[i]}]"
+                )
+        phases = config.get("phases", ())
+        if isinstance(phases, str) or not all(isinstance(p, str) for p in phases):
+            raise ValueError(f"perturb.phases must be a list of phase names, got {phases!r}")
+        rate = config.get("rate", cls.rate)
+        if not (is_number(rate) and 0.0 < rate <= 1.0):
+            raise ValueError(f"perturb.rate must be a probability in (0, 1], got {rate!r}")
+        for name in ("steps", "per_episode"):
+            if not is_int(config.get(name, 1), 1):
+                raise ValueError(f"perturb.{name} must be an integer >= 1, got {config[name]!r}")
+        return cls(
+            action=tuple(None if v is None else float(v) for v in action),
+            phases=tuple(phases),
+            rate=float(rate),
+            steps=int(config.get("steps", cls.steps)),
+            per_episode=int(config.get("per_episode", cls.per_episode)),
+        )
+
+    def apply(self, action: np.ndarray) -> np.ndarray:
+        out = action.copy()
+        for i, value in enumerate(self.action):
+            if value is not None:
+                out[i] = value
+        return out
 
 
 class ExpertMixing:
     """Execute the expert's action with probability ``beta``, else the learner's; label every step
     with the expert's action."""
 
-    def __init__(self, learner: Any, expert: Any, env: Any, beta: float = 0.0) -> None:
+    def __init__(
+        self,
+        learner: Any,
+        expert: Any,
+        env: Any,
+        beta: float = 0.0,
+        perturb: Mapping[str, Any] | None = None,
+    ) -> None:
         if not (isinstance(beta, int | float) and 0.0 <= beta <= 1.0):
             raise ValueError(f"beta must be a probability in [0, 1], got {beta!r}")
         if not (isinstance(expert, LabelsStates) and expert.labels_any_state):
@@ -43,14 +127,27 @@ class ExpertMixing:
             )
         self.learner, self.expert, self.env = learner, expert, env.unwrapped
         self.beta = float(beta)
+        self.perturb = (
+            None if perturb is None else Perturbation.from_config(perturb, env.action_space)
+        )
+        if self.perturb is not None and self.perturb.phases and not hasattr(expert, "phase"):
+            raise ValueError(
+                f"perturb.phases needs an expert that reports its phase; {policy_name(expert)!r} "
+                "has no `phase` (leave phases empty to perturb at any step)"
+            )
         self.action_label: np.ndarray | None = None
-        self.expert_steps = 0
+        self.expert_steps = self.perturbed_steps = self.perturbations = self.perturb_left = 0
         self.steps = 0
         self.rng = np.random.default_rng(0)
+        self.perturb_rng = np.random.default_rng(1)
 
     @property
     def policy_id(self) -> str:
-        return f"dagger({policy_name(self.learner)}|{policy_name(self.expert)},beta={self.beta:g})"
+        perturbed = "" if self.perturb is None else ",perturbed"
+        return (
+            f"dagger({policy_name(self.learner)}|{policy_name(self.expert)},"
+            f"beta={self.beta:g}{perturbed})"
+        )
 
     @property
     def network_evaluations(self) -> int:
@@ -58,25 +155,45 @@ class ExpertMixing:
         return learner.network_evaluations if isinstance(learner, CountsNetworkEvaluations) else 0
 
     def episode_extras(self) -> dict[str, int]:
-        """``expert_steps``: the steps of this episode on which the expert's action was executed."""
-        return {"expert_steps": self.expert_steps}
+        """``expert_steps``: the steps of this episode on which the expert's action was executed;
+        with ``perturb``, ``perturbed_steps``: those on which a disturbance overwrote it."""
+        extras = {"expert_steps": self.expert_steps}
+        if self.perturb is not None:
+            extras["perturbed_steps"] = self.perturbed_steps
+        return extras
 
     def reset(self) -> None:
         self.learner.reset()
         self.expert.reset()
         self.rng = copy.deepcopy(self.env.np_random)
+        self.perturb_rng = np.random.Generator(self.env.np_random.bit_generator.jumped())
         self.action_label = None
         self.expert_steps = self.steps = 0
+        self.perturbed_steps = self.perturbations = self.perturb_left = 0
 
     def select_action(self, obs: Any) -> np.ndarray:
         label = np.asarray(self.expert.select_action(obs), dtype=np.float32)
         learned = np.asarray(self.learner.select_action(obs), dtype=np.float32)
         self.action_label = label.copy()
         self.steps += 1
+        executed = learned
         if self.beta > 0.0 and self.rng.random() < self.beta:
             self.expert_steps += 1
-            return label
-        return learned
+            executed = label
+        return executed if self.perturb is None else self._perturbed(executed)
+
+    def _perturbed(self, action: np.ndarray) -> np.ndarray:
+        perturb = self.perturb
+        if self.perturb_left == 0 and self.perturbations < perturb.per_episode:
+            eligible = not perturb.phases or getattr(self.expert, "phase", None) in perturb.phases
+            if eligible and self.perturb_rng.random() < perturb.rate:
+                self.perturbations += 1
+                self.perturb_left = perturb.steps
+        if self.perturb_left == 0:
+            return action
+        self.perturb_left -= 1
+        self.perturbed_steps += 1
+        return perturb.apply(action)
 
 
 def mixing_policy(
@@ -84,7 +201,9 @@ def mixing_policy(
     learner: Callable[[Any], Any],
     expert: Callable[[Any], Any],
     beta: float = 0.0,
+    perturb: Mapping[str, Any] | None = None,
 ) -> ExpertMixing:
-    """``ExpertMixing(learner(env), expert(env), env, beta)``: the factory a round's config names
-    (``learner`` and ``expert`` are policy factories, e.g. instantiated ``_partial_`` configs)."""
-    return ExpertMixing(learner(env), expert(env), env, beta)
+    """``ExpertMixing(learner(env), expert(env), env, beta, perturb)``: the factory a round's
+    config names (``learner`` and ``expert`` are policy factories, e.g. instantiated
+    ``_partial_`` configs)."""
+    return ExpertMixing(learner(env), expert(env), env, beta, perturb)

@@ -8,7 +8,9 @@ on the base dataset. Each round ``r = 1..N`` then
    seeded by ``seed + r``, so no two rounds and no evaluation share episodes) as an
    :class:`~simroll.policies.mixing.ExpertMixing` policy: the expert's action is executed with
    probability ``beta * beta_decay ** (r - 1)``, the learner's otherwise, and every visited
-   state is labelled with the expert's action (the dataset's ``action``);
+   state is labelled with the expert's action (the dataset's ``action``); ``perturb``
+   optionally injects disturbances into what is executed (see
+   :class:`~simroll.policies.mixing.Perturbation`), so the labels cover recoveries;
 2. joins the labelled episodes onto the previous round's dataset with LeRobot's
    ``aggregate_datasets`` (:func:`simroll.rollout.dataset.join_datasets`), each row of
    ``meta/simroll_episodes.jsonl`` marked with its ``dagger_round`` (0: the base dataset);
@@ -98,6 +100,7 @@ class DaggerConfig:
     steps_per_round: int = 1000
     beta: float = 0.0  # probability the expert's action is executed, in round 1
     beta_decay: float = 0.5  # round r executes the expert with probability beta * decay^(r-1)
+    perturb: dict[str, Any] | None = None  # disturbances in the rollouts (mixing.Perturbation)
     final_episodes: int = 5  # per cell: the final checkpoint alone; 0 skips it
     labeller: dict[str, Any] = field(
         default_factory=lambda: {"_target_": "simroll.experts.SoftExpert", "_partial_": True}
@@ -125,6 +128,8 @@ class DaggerConfig:
             value = getattr(self, name)
             if not (is_number(value) and 0.0 <= value <= 1.0):
                 raise DaggerError(f"dagger.{name} must be a number in [0, 1], got {value!r}")
+        if self.perturb is not None and not isinstance(self.perturb, Mapping):
+            raise DaggerError(f"dagger.perturb must be a mapping or null, got {self.perturb!r}")
         if not (isinstance(self.labeller, Mapping) and "_target_" in self.labeller):
             raise DaggerError(
                 f"dagger.labeller must be a policy config with a _target_, got {self.labeller!r}"
@@ -139,6 +144,8 @@ class DaggerConfig:
         mine = dataclasses.asdict(self)
         for key in ("rounds", "backend", "workers"):
             mine.pop(key)
+        if mine["perturb"] is None:  # (absent from runs made before the setting existed)
+            mine.pop("perturb")
         mine = json.loads(json.dumps(mine))  # tuples as lists, as stored
         trained = {
             key: getattr(train_config, key)
@@ -168,15 +175,24 @@ def _learner_config(checkpoint: Path) -> dict[str, Any]:
     return checkpoint_config(checkpoint.resolve(), device="cpu")
 
 
-def mixing_config(checkpoint: Path, labeller: Mapping[str, Any], beta: float) -> dict[str, Any]:
-    """The policy config of a round's rollouts: the checkpoint drives, ``labeller`` labels."""
-    return {
+def mixing_config(
+    checkpoint: Path,
+    labeller: Mapping[str, Any],
+    beta: float,
+    perturb: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The policy config of a round's rollouts: the checkpoint drives, ``labeller`` labels,
+    ``perturb`` (when given) disturbs what is executed."""
+    config = {
         "_target_": "simroll.policies.mixing.mixing_policy",
         "_partial_": True,
         "learner": _learner_config(checkpoint),
         "expert": dict(labeller),
         "beta": float(beta),
     }
+    if perturb is not None:
+        config["perturb"] = json.loads(json.dumps(dict(perturb)))
+    return config
 
 
 def _rate(records: Sequence[Any], attribute: str) -> dict[str, Any]:
@@ -197,6 +213,7 @@ def _rollout_entry(result: Any, beta: float, checkpoint: Path) -> dict[str, Any]
         "dsr": _rate(records, "dsr_success"),
         "frames": sum(int(record.steps) for record in records),
         "expert_steps": sum(int(record.extra.get("expert_steps", 0)) for record in records),
+        "perturbed_steps": sum(int(record.extra.get("perturbed_steps", 0)) for record in records),
         "run_dir": str(result.run_dir),
     }
 
@@ -329,7 +346,7 @@ def run_dagger(
         beta = dagger.beta_of(index)
         echo(f"dagger: round {index}/{dagger.rounds}, rollouts of {checkpoint} (beta {beta:g})")
         result = simroll.evaluate(
-            mixing_config(checkpoint, dagger.labeller, beta),
+            mixing_config(checkpoint, dagger.labeller, beta, dagger.perturb),
             tasks=list(dagger.tasks),
             objects=list(dagger.objects),
             variations=list(dagger.variations),

@@ -104,6 +104,76 @@ def test_beta_mixing_is_seeded_and_leaves_the_env_stream_alone(env):
     assert 60 < sum(first) < 140
 
 
+class PhasedLabeller(ConstantLabeller):
+    """A constant labeller that reports phase ``lift`` from its fourth call on."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.reset()
+
+    def reset(self) -> None:
+        self.calls, self.phase = 0, None
+
+    def select_action(self, obs) -> np.ndarray:
+        self.calls += 1
+        self.phase = "lift" if self.calls > 3 else "align"
+        return super().select_action(obs)
+
+
+DROP = {"action": [None, None, None, None, -1.0], "phases": ["lift"], "rate": 0.3, "steps": 4}
+
+
+def test_perturbation_overwrites_channels_in_its_phase_and_keeps_the_labels(env):
+    def run(seed: int, beta: float = 0.0, perturb=DROP) -> tuple[list[int], list[bool]]:
+        env.reset(seed=seed)
+        before = env.unwrapped.np_random.bit_generator.state
+        policy = ExpertMixing(Counter(), PhasedLabeller(env), env, beta=beta, perturb=perturb)
+        policy.reset()
+        perturbed, coins = [], []
+        for step in range(1, 41):
+            action = policy.select_action(None)
+            np.testing.assert_array_equal(policy.action_label, LABEL)  # labels untouched
+            driver = LABEL if np.allclose(action[:4], LABEL[:4]) else np.full(5, step / 1000.0)
+            coins.append(driver is LABEL)
+            np.testing.assert_allclose(action[:4], driver[:4])  # kept channels are the driver's
+            if action[4] == -1.0:
+                perturbed.append(step)
+        assert env.unwrapped.np_random.bit_generator.state == before
+        assert policy.episode_extras().get("perturbed_steps", 0) == len(perturbed)
+        return perturbed, coins
+
+    perturbed, _ = run(7)
+    assert len(perturbed) == 4 and perturbed[0] >= 4  # once, in the lift phase, 4 steps
+    assert perturbed == list(range(perturbed[0], perturbed[0] + 4))
+    assert perturbed == run(7)[0]
+    assert any(run(seed)[0] != perturbed for seed in (8, 9, 10))
+    # the beta coins are the same with or without disturbances
+    assert run(7, beta=0.5)[1] == run(7, beta=0.5, perturb=None)[1]
+
+
+@pytest.mark.parametrize(
+    ("perturb", "match"),
+    [
+        ({"action": [None] * 5}, "at least one a number"),
+        ({"action": [0.0] * 4}, "list 5 channels"),
+        ({"action": [None, None, None, None, -2.0]}, r"perturb.action\[4\] = -2.0"),
+        ({**DROP, "rate": 0.0}, "perturb.rate"),
+        ({**DROP, "steps": 0}, "perturb.steps"),
+        ({**DROP, "phases": "lift"}, "perturb.phases"),
+        ({**DROP, "when": "lift"}, "perturb must be a mapping"),
+    ],
+)
+def test_perturbation_refuses_bad_settings(env, perturb, match):
+    with pytest.raises(ValueError, match=match):
+        ExpertMixing(Counter(), PhasedLabeller(env), env, perturb=perturb)
+
+
+def test_perturbation_by_phase_needs_an_expert_that_reports_one(env):
+    with pytest.raises(ValueError, match="reports its phase"):
+        ExpertMixing(Counter(), ConstantLabeller(env), env, perturb=DROP)
+    ExpertMixing(Counter(), ConstantLabeller(env), env, perturb={**DROP, "phases": []})
+
+
 @pytest.fixture(scope="module")
 def collected(lift_dataset, tmp_path_factory):
     """The session's state dataset with the env record ``simroll collect`` writes."""
@@ -329,3 +399,34 @@ def test_a_resume_refuses_other_task_weights(tmp_path):
     train_config.task_weights = {"squeeze": 2.0}
     with pytest.raises(DaggerError, match="task_weights"):
         _check_resume(out, dagger.fingerprint(train_config), echo=lambda *a: None)
+
+
+def test_a_perturbed_round_records_its_disturbances_and_keeps_the_labels(collected, tmp_path):
+    train_config, dagger = _configs(collected, tmp_path / "dagger", rounds=1)
+    dagger.final_episodes = 0
+    dagger.perturb = {"action": [None, None, None, None, -1.0], "rate": 1.0, "steps": 3}
+    metrics = run_dagger(train_config, dagger, progress=False, echo=lambda *a: None)
+    rollouts = metrics["rounds"][1]["rollouts"]
+    assert rollouts["perturbed_steps"] == 3  # one episode, disturbed from its first step
+    actions, _ = _labelled_actions(tmp_path / "dagger" / "round_01" / "dataset", 1)
+    np.testing.assert_allclose(actions, np.tile(LABEL, (len(actions), 1)), atol=1e-6)
+    assert metrics["config"]["dagger"]["perturb"]["steps"] == 3
+
+
+def test_a_resume_refuses_another_perturbation(tmp_path):
+    """perturb changes what a round visits: a resume with another is refused, and a run without
+    one keeps the fingerprint it had before the setting existed."""
+    from simroll.train.dagger import _check_resume
+
+    out = tmp_path / "run"
+    out.mkdir()
+    train_config, dagger = _configs(tmp_path / "data", out)
+    assert "perturb" not in dagger.fingerprint(train_config)["dagger"]
+    dagger.perturb = {"action": [None, None, None, None, -1.0], "rate": 0.05}
+    _check_resume(out, dagger.fingerprint(train_config), echo=lambda *a: None)
+    _check_resume(out, dagger.fingerprint(train_config), echo=lambda *a: None)  # same: fine
+    dagger.perturb = {"action": [None, None, None, None, -1.0], "rate": 0.1}
+    with pytest.raises(DaggerError, match="perturb"):
+        _check_resume(out, dagger.fingerprint(train_config), echo=lambda *a: None)
+    with pytest.raises(DaggerError, match="dagger.perturb must be a mapping"):
+        DaggerConfig(perturb="drop").check()
