@@ -120,6 +120,7 @@ class SoftExpert:
     is recovered from the simulator state, so any state can be labelled."""
 
     labels_any_state: ClassVar[bool] = True
+    phases: ClassVar[tuple[str, ...]] = PHASES  # every value ``phase`` takes
 
     def __init__(
         self,

@@ -135,6 +135,14 @@ class ExpertMixing:
                 f"perturb.phases needs an expert that reports its phase; {policy_name(expert)!r} "
                 "has no `phase` (leave phases empty to perturb at any step)"
             )
+        known = getattr(expert, "phases", None)
+        if self.perturb is not None and known is not None:
+            unknown = sorted(set(self.perturb.phases) - set(known))
+            if unknown:
+                raise ValueError(
+                    f"perturb.phases {unknown} are not phases of {policy_name(expert)!r}, "
+                    f"whose phases are {list(known)}"
+                )
         self.action_label: np.ndarray | None = None
         self.expert_steps = self.perturbed_steps = self.perturbations = self.perturb_left = 0
         self.steps = 0

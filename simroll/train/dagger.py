@@ -59,6 +59,28 @@ class DaggerError(ValueError):
     """A DAgger setting or run directory that cannot be used; the message says why."""
 
 
+def _check_perturbation(env, dagger) -> None:
+    """Refuse a bad ``dagger.perturb`` (channels, bounds, phase names the labeller never reports)
+    before round 0 trains: the rollouts' own check comes only after it."""
+    if dagger.perturb is None:
+        return
+    from hydra.utils import instantiate
+
+    from simroll.policies.mixing import ExpertMixing
+    from simroll.rollout.records import EpisodeSpec
+
+    made = env.make(EpisodeSpec(dagger.tasks[0], dagger.objects[0], seed=0, index=0))
+    try:
+        ExpertMixing(None, instantiate(dict(dagger.labeller))(made), made, perturb=dagger.perturb)
+    except ValueError as error:
+        message = str(error)
+        raise DaggerError(
+            f"dagger.{message}" if message.startswith("perturb") else message
+        ) from error
+    finally:
+        made.close()
+
+
 def _recorded_features(base: Path, env, dagger, tactile_image: bool | None) -> tuple[str, ...]:
     """The features a round records so that its episodes join onto ``base`` (LeRobot joins
     datasets of equal features only): the base dataset's own. A dataset collected by an older
@@ -311,6 +333,7 @@ def run_dagger(
         rigid_twin=dagger.rigid_twin,
     )
     features = _recorded_features(base, env, dagger, recorded.get("tactile_image"))
+    _check_perturbation(env, dagger)
     output_dir.mkdir(parents=True, exist_ok=True)
     fingerprint = dagger.fingerprint(train_config)  # hashes init_from's weights: once
     _check_resume(output_dir, fingerprint, echo)

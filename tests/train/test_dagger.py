@@ -430,3 +430,19 @@ def test_a_resume_refuses_another_perturbation(tmp_path):
         _check_resume(out, dagger.fingerprint(train_config), echo=lambda *a: None)
     with pytest.raises(DaggerError, match="dagger.perturb must be a mapping"):
         DaggerConfig(perturb="drop").check()
+
+
+def test_a_bad_perturbation_is_refused_before_round_0_trains(collected, tmp_path):
+    train_config, dagger = _configs(collected, tmp_path / "dagger", rounds=1)
+    dagger.perturb = {"action": [None, None, None, None, -1.0], "phases": ["lift"]}
+    with pytest.raises(DaggerError, match="dagger.perturb.phases needs an expert"):
+        run_dagger(train_config, dagger, progress=False, echo=lambda *a: None)
+    assert not (tmp_path / "dagger" / "round_00").exists()
+
+
+def test_perturbation_phases_must_be_the_experts_own(env):
+    from simroll.experts import SoftExpert
+
+    ExpertMixing(Counter(), SoftExpert(env), env, perturb=DROP)
+    with pytest.raises(ValueError, match=r"\['carr'\] are not phases of 'expert/gentle'"):
+        ExpertMixing(Counter(), SoftExpert(env), env, perturb={**DROP, "phases": ["lift", "carr"]})
