@@ -130,13 +130,14 @@ class ExpertMixing:
         self.perturb = (
             None if perturb is None else Perturbation.from_config(perturb, env.action_space)
         )
-        if self.perturb is not None and self.perturb.phases and not hasattr(expert, "phase"):
-            raise ValueError(
-                f"perturb.phases needs an expert that reports its phase; {policy_name(expert)!r} "
-                "has no `phase` (leave phases empty to perturb at any step)"
-            )
-        known = getattr(expert, "phases", None)
-        if self.perturb is not None and known is not None:
+        if self.perturb is not None and self.perturb.phases:
+            if not hasattr(expert, "phase"):
+                raise ValueError(
+                    f"perturb.phases needs an expert that reports its phase; "
+                    f"{policy_name(expert)!r} has no `phase` (leave phases empty to perturb at "
+                    "any step)"
+                )
+            known = getattr(expert, "phases", self.perturb.phases)  # (if it lists them)
             unknown = sorted(set(self.perturb.phases) - set(known))
             if unknown:
                 raise ValueError(

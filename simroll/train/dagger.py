@@ -59,17 +59,16 @@ class DaggerError(ValueError):
     """A DAgger setting or run directory that cannot be used; the message says why."""
 
 
-def _check_perturbation(env, dagger) -> None:
+def _check_perturbation(made, dagger) -> None:
     """Refuse a bad ``dagger.perturb`` (channels, bounds, phase names the labeller never reports)
-    before round 0 trains: the rollouts' own check comes only after it."""
+    on ``made``, an env of the run's first cell, before round 0 trains: the rollouts' own check
+    comes only after it."""
     if dagger.perturb is None:
         return
     from hydra.utils import instantiate
 
     from simroll.policies.mixing import ExpertMixing
-    from simroll.rollout.records import EpisodeSpec
 
-    made = env.make(EpisodeSpec(dagger.tasks[0], dagger.objects[0], seed=0, index=0))
     try:
         ExpertMixing(None, instantiate(dict(dagger.labeller))(made), made, perturb=dagger.perturb)
     except ValueError as error:
@@ -77,29 +76,22 @@ def _check_perturbation(env, dagger) -> None:
         raise DaggerError(
             f"dagger.{message}" if message.startswith("perturb") else message
         ) from error
-    finally:
-        made.close()
 
 
-def _recorded_features(base: Path, env, dagger, tactile_image: bool | None) -> tuple[str, ...]:
+def _recorded_features(base: Path, made, dagger, tactile_image: bool | None) -> tuple[str, ...]:
     """The features a round records so that its episodes join onto ``base`` (LeRobot joins
     datasets of equal features only): the base dataset's own. A dataset collected by an older
     simroll lacks observations added since (such as ``observation.following_error``); its rounds
     leave them out. Raise :class:`DaggerError`, before any rollout, when ``base`` has features
-    that this simroll's envs do not offer."""
+    that this simroll's envs (``made``: one of the run's) do not offer."""
     from lerobot.utils.constants import DEFAULT_FEATURES  # the columns LeRobot adds itself
 
     from simroll.features import dataset_features
-    from simroll.rollout.records import EpisodeSpec
 
-    made = env.make(EpisodeSpec(dagger.tasks[0], dagger.objects[0], seed=0, index=0))
-    try:
-        space = made.observation_space
-        if tactile_image is None:
-            tactile_image = "pixels" in space.spaces
-        offered = set(dataset_features(space, with_tactile_image=bool(tactile_image)))
-    finally:
-        made.close()
+    space = made.observation_space
+    if tactile_image is None:
+        tactile_image = "pixels" in space.spaces
+    offered = set(dataset_features(space, with_tactile_image=bool(tactile_image)))
     info = json.loads((base / "meta" / "info.json").read_text())
     stored = {key for key in info["features"] if key not in DEFAULT_FEATURES}
     if stored - offered:
@@ -314,6 +306,7 @@ def run_dagger(
     import simroll
     from simroll.rollout.dataset import join_datasets
     from simroll.rollout.episode import EnvConfig
+    from simroll.rollout.records import EpisodeSpec
 
     dagger.check()
     output_dir = Path(train_config.output_dir)
@@ -332,8 +325,12 @@ def run_dagger(
         gripper_mode=recorded["gripper_mode"],
         rigid_twin=dagger.rigid_twin,
     )
-    features = _recorded_features(base, env, dagger, recorded.get("tactile_image"))
-    _check_perturbation(env, dagger)
+    made = env.make(EpisodeSpec(dagger.tasks[0], dagger.objects[0], seed=0, index=0))
+    try:
+        features = _recorded_features(base, made, dagger, recorded.get("tactile_image"))
+        _check_perturbation(made, dagger)
+    finally:
+        made.close()
     output_dir.mkdir(parents=True, exist_ok=True)
     fingerprint = dagger.fingerprint(train_config)  # hashes init_from's weights: once
     _check_resume(output_dir, fingerprint, echo)
