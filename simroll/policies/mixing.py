@@ -86,15 +86,16 @@ class Perturbation:
         rate = config.get("rate", cls.rate)
         if not (is_number(rate) and 0.0 < rate <= 1.0):
             raise ValueError(f"perturb.rate must be a probability in (0, 1], got {rate!r}")
-        for name in ("steps", "per_episode"):
-            if not is_int(config.get(name, 1), 1):
-                raise ValueError(f"perturb.{name} must be an integer >= 1, got {config[name]!r}")
+        counts = {name: config.get(name, getattr(cls, name)) for name in ("steps", "per_episode")}
+        for name, value in counts.items():
+            if not is_int(value, 1):
+                raise ValueError(f"perturb.{name} must be an integer >= 1, got {value!r}")
         return cls(
             action=tuple(None if v is None else float(v) for v in action),
             phases=tuple(phases),
             rate=float(rate),
-            steps=int(config.get("steps", cls.steps)),
-            per_episode=int(config.get("per_episode", cls.per_episode)),
+            steps=int(counts["steps"]),
+            per_episode=int(counts["per_episode"]),
         )
 
     def apply(self, action: np.ndarray) -> np.ndarray:
