@@ -123,8 +123,8 @@ def dagger_section(run: Path) -> str:
             else ""
         )
         + ". Rollout rates are of the mixed policy that made the round's labels. "
-        f"`dagger.json` counts {metrics['seconds'] / 60:.0f} minutes of wall time (for a "
-        "resumed run, its last process's).",
+        f"`dagger.json` counts {metrics['seconds'] / 60:.0f} minutes of wall time (summed "
+        "over a resumed run's invocations).",
         "",
         "| round | beta | rollout TSR [95% CI] | rollout DSR [95% CI] | expert steps | labelled "
         "frames | dataset episodes | final loss |",

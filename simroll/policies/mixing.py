@@ -19,7 +19,9 @@ from them (disturbance injection as in DART, Laskey et al. 2017): at each step o
 phase (``SoftExpert.phase``, e.g. ``lift`` and ``carry``), with probability ``rate``, some channels
 of the executed action are overwritten (e.g. the gripper opened) for ``steps`` steps, at most
 ``per_episode`` times an episode. The labels stay the expert's action at every state; only what
-is executed changes. Its coins come from a jump of the same generator, so they neither move the
+is executed changes. With ``expert_after = n`` the expert's action is executed for the ``n`` steps
+after each disturbance, so its recovery is demonstrated on the disturbed path, not only labelled
+along the learner's. Its coins come from a jump of the same generator, so they neither move the
 beta coins nor the env's stream.
 
 :func:`mixing_policy` is the Hydra target (``_partial_: true``) whose ``learner`` and ``expert``
@@ -43,19 +45,21 @@ from simroll.policies.base import CountsNetworkEvaluations, LabelsStates, policy
 class Perturbation:
     """Overwrite the executed action's channels where ``action`` has a number (``None`` keeps the
     driver's) for ``steps`` steps, started with probability ``rate`` at each step whose expert
-    phase is in ``phases`` (every step when empty), at most ``per_episode`` times an episode."""
+    phase is in ``phases`` (every step when empty), at most ``per_episode`` times an episode;
+    then execute the expert's action for ``expert_after`` steps (0: the driver goes on)."""
 
     action: tuple[float | None, ...]
     phases: tuple[str, ...] = ()
     rate: float = 0.1
     steps: int = 5
     per_episode: int = 1
+    expert_after: int = 0
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], action_space: Any) -> Perturbation:
         """Check a ``perturb`` mapping against the env's action space; the error names the bad
         key and value."""
-        known = {"action", "phases", "rate", "steps", "per_episode"}
+        known = {"action", "phases", "rate", "steps", "per_episode", "expert_after"}
         if not isinstance(config, Mapping) or set(config) - known or "action" not in config:
             raise ValueError(
                 "perturb must be a mapping with an action and optionally "
@@ -86,16 +90,20 @@ class Perturbation:
         rate = config.get("rate", cls.rate)
         if not (is_number(rate) and 0.0 < rate <= 1.0):
             raise ValueError(f"perturb.rate must be a probability in (0, 1], got {rate!r}")
-        counts = {name: config.get(name, getattr(cls, name)) for name in ("steps", "per_episode")}
+        least = {"steps": 1, "per_episode": 1, "expert_after": 0}
+        counts = {name: config.get(name, getattr(cls, name)) for name in least}
         for name, value in counts.items():
-            if not is_int(value, 1):
-                raise ValueError(f"perturb.{name} must be an integer >= 1, got {value!r}")
+            if not is_int(value, least[name]):
+                raise ValueError(
+                    f"perturb.{name} must be an integer >= {least[name]}, got {value!r}"
+                )
         return cls(
             action=tuple(None if v is None else float(v) for v in action),
             phases=tuple(phases),
             rate=float(rate),
             steps=int(counts["steps"]),
             per_episode=int(counts["per_episode"]),
+            expert_after=int(counts["expert_after"]),
         )
 
     def apply(self, action: np.ndarray) -> np.ndarray:
@@ -147,7 +155,7 @@ class ExpertMixing:
                 )
         self.action_label: np.ndarray | None = None
         self.expert_steps = self.perturbed_steps = self.perturbations = self.perturb_left = 0
-        self.steps = 0
+        self.steps = self.recover_left = 0
         self.rng = np.random.default_rng(0)
         self.perturb_rng = np.random.default_rng(1)
 
@@ -165,8 +173,9 @@ class ExpertMixing:
         return learner.network_evaluations if isinstance(learner, CountsNetworkEvaluations) else 0
 
     def episode_extras(self) -> dict[str, int]:
-        """``expert_steps``: the steps of this episode on which the expert's action was executed;
-        with ``perturb``, ``perturbed_steps``: those on which a disturbance overwrote it."""
+        """``expert_steps``: the steps of this episode on which the expert's action was executed
+        (by beta's coin or after a disturbance); with ``perturb``, ``perturbed_steps``: those on
+        which a disturbance overwrote the executed action."""
         extras = {"expert_steps": self.expert_steps}
         if self.perturb is not None:
             extras["perturbed_steps"] = self.perturbed_steps
@@ -178,7 +187,7 @@ class ExpertMixing:
         self.rng = copy.deepcopy(self.env.np_random)
         self.perturb_rng = np.random.Generator(self.env.np_random.bit_generator.jumped())
         self.action_label = None
-        self.expert_steps = self.steps = 0
+        self.expert_steps = self.steps = self.recover_left = 0
         self.perturbed_steps = self.perturbations = self.perturb_left = 0
 
     def select_action(self, obs: Any) -> np.ndarray:
@@ -186,10 +195,12 @@ class ExpertMixing:
         learned = np.asarray(self.learner.select_action(obs), dtype=np.float32)
         self.action_label = label.copy()
         self.steps += 1
-        executed = learned
-        if self.beta > 0.0 and self.rng.random() < self.beta:
-            self.expert_steps += 1
-            executed = label
+        coin = self.beta > 0.0 and self.rng.random() < self.beta  # drawn every step
+        recovering = self.recover_left > 0
+        if recovering:
+            self.recover_left -= 1
+        executed = label if coin or recovering else learned
+        self.expert_steps += executed is label
         return executed if self.perturb is None else self._perturbed(executed)
 
     def _perturbed(self, action: np.ndarray) -> np.ndarray:
@@ -203,6 +214,8 @@ class ExpertMixing:
             return action
         self.perturb_left -= 1
         self.perturbed_steps += 1
+        if self.perturb_left == 0:
+            self.recover_left = perturb.expert_after
         return perturb.apply(action)
 
 

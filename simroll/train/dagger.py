@@ -21,7 +21,8 @@ A last rollout of the final checkpoint with no expert help (``beta = 0``, not re
 seed ``seed - 1``: episodes no round trained on, the same whatever the number of rounds) measures
 where the run ended, in ``final_round_<N>/``. Every rollout's success rate and deformation-aware
 success rate with 95% intervals, the labels added and the training losses go to
-``<output_dir>/dagger.json`` after each stage (written atomically) and to ``dagger.png``.
+``<output_dir>/dagger.json`` after each stage (written atomically) and to ``dagger.png``; its
+``seconds`` is the wall time summed over the run's invocations (each up to its last save).
 
 A killed run resumes: a finished stage is found on disk and kept (rollouts resume through the
 evaluation's own run directory; a joined dataset and a training run count once their summaries
@@ -341,9 +342,14 @@ def run_dagger(
         "rounds": [],
     }
     started = time.perf_counter()
+    # wall time summed over this run's invocations (each up to its last save): a resumed run
+    # adds to what the earlier ones recorded
+    earlier = 0.0
+    if metrics_path.is_file():
+        earlier = float(json.loads(metrics_path.read_text()).get("seconds", 0.0))
 
     def save() -> None:
-        metrics["seconds"] = time.perf_counter() - started
+        metrics["seconds"] = earlier + time.perf_counter() - started
         write_json_atomic(metrics_path, metrics)
         plot_dagger(metrics, output_dir / PLOT_FILE)
 

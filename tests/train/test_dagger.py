@@ -151,9 +151,32 @@ def test_perturbation_overwrites_channels_in_its_phase_and_keeps_the_labels(env)
     assert run(7, beta=0.5)[1] == run(7, beta=0.5, perturb=None)[1]
 
 
+def test_the_expert_drives_for_expert_after_steps_after_a_disturbance(env):
+    env.reset(seed=7)
+    perturb = {**DROP, "expert_after": 6}
+    policy = ExpertMixing(Counter(), PhasedLabeller(env), env, perturb=perturb)
+    policy.reset()
+    kinds = []
+    for step in range(1, 41):
+        action = policy.select_action(None)
+        np.testing.assert_array_equal(policy.action_label, LABEL)
+        if action[4] == -1.0:
+            kinds.append("disturbed")
+        elif np.array_equal(action, LABEL):
+            kinds.append("expert")
+        else:
+            np.testing.assert_allclose(action, np.full(5, step / 1000.0))
+            kinds.append("learner")
+    start = kinds.index("disturbed")
+    assert kinds[start : start + 10] == ["disturbed"] * 4 + ["expert"] * 6
+    assert set(kinds[:start] + kinds[start + 10 :]) == {"learner"}
+    assert policy.episode_extras() == {"expert_steps": 6, "perturbed_steps": 4}
+
+
 @pytest.mark.parametrize(
     ("perturb", "match"),
     [
+        ({**DROP, "expert_after": -1}, r"perturb.expert_after must be an integer >= 0"),
         ({"action": [None] * 5}, "at least one a number"),
         ({"action": [0.0] * 4}, "list 5 channels"),
         ({"action": [None, None, None, None, -2.0]}, r"perturb.action\[4\] = -2.0"),
@@ -254,6 +277,7 @@ def test_rounds_label_grow_the_dataset_and_resume(collected, tmp_path):
     again = run_dagger(train_config, dagger, progress=False, echo=lambda *a: None)
     assert (out / "round_02" / "train" / "metrics.json").stat().st_mtime_ns == stamp
     assert again["rounds"] == json.loads(json.dumps(metrics["rounds"]))
+    assert again["seconds"] > metrics["seconds"]  # the invocations' wall times add up
 
     # other settings are refused; more rounds continue the run
     other = _configs(collected, out, steps_per_round=21)
