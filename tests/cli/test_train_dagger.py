@@ -53,6 +53,7 @@ TINY = [
 ]
 
 
+@pytest.mark.slow
 def test_dagger_from_the_command_line_labels_with_the_expert(demos, tmp_path):
     out = tmp_path / "run"
     result = simroll("train", *TINY, f"dataset={demos}", f"output_dir={out}", cwd=tmp_path)

@@ -117,6 +117,7 @@ def test_an_image_of_another_size_fails_at_load_naming_feature_shapes_and_fix():
     assert "env.image_size=64" in message
 
 
+@pytest.mark.slow
 def test_noise_seed_gives_another_reproducible_noise_stream_for_the_same_episode():
     """A stochastic policy's sampling noise is fixed by the episode's seed; noise_seed moves it
     to another stream, the same on every run, and 0 leaves it alone."""

@@ -187,6 +187,7 @@ def test_keep_features_stores_only_those_and_refuses_unknown_keys(tmp_path):
     assert len(data["observation.state"]) == dataset.num_frames > 0
 
 
+@pytest.mark.slow
 def test_collect_writes_a_dataset_of_expert_demonstrations(tmp_path):
     output = tmp_path / "demos"
     quiet_env = {key: value for key, value in os.environ.items() if key != "SVT_LOG"}

@@ -81,6 +81,7 @@ def test_evaluate_skips_finished_specs(tmp_path):
     assert len((tmp_path / "records.jsonl").read_text().splitlines()) == 2
 
 
+@pytest.mark.slow
 def test_eval_with_a_dying_worker_charges_only_its_episodes_and_exits_non_zero(tmp_path):
     """The issue's reproduction: a policy that kills its worker on one object only."""
     run_dir = tmp_path / "run"

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from scripts import bench_clutter as script
 from simroll.report.runs import load_eval_run
 
 
+@pytest.mark.slow
 def test_replay_rows_agree_with_the_records(tmp_path):
     out = tmp_path / "clutter.json"
     payload = script.main(

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from scripts import ship_policy as script
 from tests.helpers import load_script
 
@@ -135,6 +137,7 @@ def test_a_setting_the_checkpoint_predates_is_a_field_at_its_default():
     assert defaults["grasp_gate"] is False and "n_action_step" not in defaults
 
 
+@pytest.mark.slow
 def test_reship_keeps_the_training_sections_and_rewrites_settings_and_results(tmp_path):
     """--reship: a shipped policy gets a new inference setting and new results; its card's
     training and DAgger sections stay, and the inference line names training's value, also when

@@ -244,6 +244,7 @@ def _labelled_actions(root, round_index):
     return np.stack(chosen["action"].to_numpy()), len(added)
 
 
+@pytest.mark.slow
 def test_rounds_label_grow_the_dataset_and_resume(collected, tmp_path):
     out = tmp_path / "dagger"
     train_config, dagger = _configs(collected, out)
@@ -358,6 +359,7 @@ def test_bad_settings_name_the_key():
         DaggerConfig(beta_decay=2.0).check()
 
 
+@pytest.mark.slow
 def test_a_round_on_the_vector_backend_gives_the_same_labelled_episodes(collected, tmp_path):
     from simroll.rollout.store import RecordStore
 
