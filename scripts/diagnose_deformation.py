@@ -25,7 +25,14 @@ carry, lower, release, retreat, rise). Reported:
   contact force), as millimetres from the object's centre across and along the jaw (hand x and y)
   and from the expert's grasp height (which the expert closes within 6 mm of), with the medians of
   their magnitudes for successes within and over tolerance: whether an off-centre, low or high
-  grasp goes with the crushing.
+  grasp goes with the crushing;
+* on SoftPlace: where the object was relative to the target when the policy first commanded the
+  jaw open (a gripper command below -0.5) after the expert had seen the object held: the step,
+  the expert's phase there (``lift`` or ``carry`` when the expert would have carried on) and the
+  object's horizontal distance to the target's centre, against the success radius (3 cm); the
+  failures counted by that distance (``within_radius``, ``to_5cm``, ``beyond_5cm``,
+  ``no_release``); and each episode's target direction from the object's start, as a world
+  quadrant (``+x+y``...).
 
 The env settings come from the checkpoint's ``simroll_env.json``; ``--override KEY=VALUE``
 changes a policy setting for the run (e.g. ``n_action_steps``). ``--hold-hand-in PHASE ...`` is
@@ -38,12 +45,21 @@ or its gripper command, is replaced by the expert's label, the other channels ke
 a policy that drops objects on the way does so by its grip or by its carrying motion.
 ``--squeeze-hold-hand`` labels with the expert whose squeeze holds the hand still
 (``SoftExpert(squeeze_hold_hand=True)``); the phases and so the crossings are the same, the
-squeeze's z labels differ. Writes ``--out`` (JSON, atomically) and prints a
+squeeze's z labels differ.
+
+``--from-run DIR`` replays the episodes of an eval run (``records.jsonl``; its ``--task`` rows,
+of ``--objects``; ``--failures-only`` keeps the failed ones) instead of ``seed + i`` specs; each
+episode then carries the run's recorded success and the summary counts the replays that
+reproduced it. The summary also gives, for every row of the task in the run (replayed or not,
+read by resetting the env only), the run's successes per target quadrant on SoftPlace. Writes
+``--out`` (JSON, atomically) and prints a
 summary.
 
 Run: ``python scripts/diagnose_deformation.py --policy policies/diffusion_soft_lift --task SoftLift
 --episodes 10 --seed 900 --out benchmarks/results/lift_deformation_diagnosis.json`` (about 4
-minutes on one core for 40 state-mode episodes).
+minutes on one core for 40 state-mode episodes); ``--policy CHECKPOINT --task SoftPlace
+--from-run runs/test_x --failures-only --override noise_scale=0.5`` for a run's SoftPlace
+failures (the run's own policy settings: pass the overrides it ran with).
 """
 
 from __future__ import annotations
@@ -65,6 +81,7 @@ TASKS = ("SoftLift", "SoftPlace", "SoftSqueeze")
 AXES = ("x", "y", "z", "yaw", "gripper")
 HELD_PHASES = frozenset({"squeeze", "lift", "carry", "lower"})  # the expert sees it grasped
 LET_GO_PHASES = frozenset({"release", "retreat"})  # where leaving the grasp is the plan
+OPEN_COMMAND = -0.5  # an executed gripper command below this moves the jaw towards open
 
 
 def lost_grasps(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -96,6 +113,63 @@ def crossing(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
         "grip_force_before": [round(row["grip_force"], 3) for row in before],
         "dropped": dropped,
     }
+
+
+def first_release(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The first step, after the expert saw the object held, whose executed gripper command opens
+    the jaw (below ``OPEN_COMMAND``): the step, the expert's phase and, where the rows carry it
+    (SoftPlace), the object's horizontal distance to the target centre; None if none did."""
+    held = False
+    for step, row in enumerate(rows):
+        held = held or row["phase"] in HELD_PHASES
+        if held and row["gripper"] < OPEN_COMMAND:
+            found = {"step": step, "phase": row["phase"]}
+            if "goal_distance" in row:
+                found["goal_distance_m"] = round(row["goal_distance"], 4)
+            return found
+    return None
+
+
+def release_bin(release: dict[str, Any] | None, radius: float) -> str:
+    """A failure's first release by its distance to the target: within the success radius, up
+    to 5 cm, beyond, or no release (never grasped, or never let go)."""
+    if release is None or "goal_distance_m" not in release:
+        return "no_release"
+    distance = release["goal_distance_m"]
+    return "within_radius" if distance <= radius else "to_5cm" if distance <= 0.05 else "beyond_5cm"
+
+
+def quadrant(direction: Any) -> str:
+    """A horizontal direction's world quadrant, e.g. ``+x-y``."""
+    return f"{'+' if direction[0] >= 0 else '-'}x{'+' if direction[1] >= 0 else '-'}y"
+
+
+def by_quadrant(outcomes: Any) -> dict[str, dict[str, int]]:
+    """Successes and episodes per target quadrant from ``(quadrant, success)`` pairs."""
+    tally: dict[str, dict[str, int]] = {}
+    for where, success in outcomes:
+        counts = tally.setdefault(where, {"successes": 0, "episodes": 0})
+        counts["successes"] += int(success)
+        counts["episodes"] += 1
+    return dict(sorted(tally.items()))
+
+
+def run_rows(run_dir: Path, task: str, objects: list[str]) -> list[dict[str, Any]]:
+    """An eval run's records of ``task`` on ``objects``, in file order (the last line of a spec
+    wins, as a resumed run's readers take it)."""
+    path = run_dir / "records.jsonl"
+    if not path.is_file():
+        raise SystemExit(f"--from-run {run_dir}: no records.jsonl there (an eval run directory?)")
+    rows: dict[str, dict[str, Any]] = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            spec = row["spec"]
+            if spec["task"] == task and spec["object"] in objects:
+                rows["/".join(str(spec[k]) for k in ("variation", "object", "index", "seed"))] = row
+    if not rows:
+        raise SystemExit(f"--from-run {run_dir}: no {task} episodes of {objects} in its records")
+    return list(rows.values())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,8 +209,19 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="label with the expert whose squeeze holds the hand still (squeeze_hold_hand)",
     )
+    parser.add_argument(
+        "--from-run",
+        type=Path,
+        metavar="DIR",
+        help="replay this eval run's episodes of --task (and --objects) instead of seed + i specs",
+    )
+    parser.add_argument(
+        "--failures-only", action="store_true", help="with --from-run: only its failed episodes"
+    )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
+    if args.failures_only and args.from_run is None:
+        parser.error("--failures-only needs --from-run")
     if args.episodes < 1:
         parser.error(f"--episodes must be >= 1, got {args.episodes}")
     from simroll.policies.resolve import parse_setting
@@ -148,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
 
+    from simroll.envs.soft.place import PLACE_RADIUS
     from simroll.experts import SoftExpert
     from simroll.experts.soft import CONTACT_FORCE
     from simroll.io import write_json_atomic
@@ -165,6 +251,24 @@ def main(argv: list[str] | None = None) -> int:
         image_size=int(recorded.get("image_size", 96)),
     )
 
+    placing = args.task == "SoftPlace"
+
+    def goal_quadrant(env) -> str:
+        """The quadrant of the target's direction from the object, read after the reset."""
+        raw = env.unwrapped
+        return quadrant(raw.goal_position()[:2] - raw.object_center()[:2])
+
+    if args.from_run is not None:
+        run = run_rows(args.from_run, args.task, list(args.objects))
+        chosen = [row for row in run if not (args.failures_only and row["success"])]
+        specs = [(EpisodeSpec.from_dict(row["spec"]), bool(row["success"])) for row in chosen]
+    else:
+        specs = [
+            (EpisodeSpec(args.task, obj, seed=args.seed + i, index=i), None)
+            for obj in args.objects
+            for i in range(args.episodes)
+        ]
+
     class StepLog(EpisodeObserver):
         """Each step's expert phase, normalized deformation, grip force and the policy's action
         minus the expert's label, read from the mixture that drives."""
@@ -173,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
             self.mixture = policy
             self.rows: list[dict[str, Any]] = []
             self.grasp: dict[str, Any] | None = None
+            self.quadrant = goal_quadrant(env) if placing else None
 
         def on_step(self, env, obs, info, action):
             measured = info["eval"]
@@ -196,8 +301,13 @@ def main(argv: list[str] | None = None) -> int:
                     "deformation": measured["deformation"] / measured["tolerance"],
                     "grip_force": float(np.asarray(obs["tactile"]["force"]).sum() / 2.0),
                     "error": np.asarray(action, dtype=float) - self.mixture.action_label,
+                    "gripper": float(action[4]),
                 }
             )
+            if placing:
+                raw = env.unwrapped
+                offset = raw.object_center()[:2] - raw.goal_position()[:2]
+                self.rows[-1]["goal_distance"] = float(np.linalg.norm(offset))
 
     held_phases = frozenset(args.hold_hand_in)
     expert_hand, expert_grip = frozenset(args.expert_hand_in), frozenset(args.expert_grip_in)
@@ -224,36 +334,49 @@ def main(argv: list[str] | None = None) -> int:
         expert = SoftExpert(env.unwrapped, squeeze_hold_hand=args.squeeze_hold_hand)
         return Intervened(policy, expert, env, 0.0)
 
+    envs: dict[str, Any] = {}
+
+    def reset_quadrant(spec: EpisodeSpec) -> str:
+        """The target quadrant of a spec, from a reset alone (no policy, no steps)."""
+        if spec.object not in envs:
+            envs[spec.object] = env_config.make(spec)
+        env = envs[spec.object]
+        env.reset(seed=spec.seed, options={"variation": spec.variation})
+        return goal_quadrant(env)
+
     episodes: list[dict[str, Any]] = []
     errors: dict[str, list[np.ndarray]] = collections.defaultdict(list)
-    for obj in args.objects:
-        for i in range(args.episodes):
-            spec = EpisodeSpec(args.task, obj, seed=args.seed + i, index=i)
-            log = StepLog()
-            record = run_episode(spec, labelled, env_config=env_config, observers=[log])
-            for row in log.rows:
-                errors[row["phase"]].append(row["error"])
-            carry_forces = [row["grip_force"] for row in log.rows if row["phase"] == "carry"]
-            entry = {
-                "object": obj,
-                "seed": spec.seed,
-                "success": bool(record.success),
-                "dsr_success": bool(record.dsr_success),
-                "error": record.error,
-                "steps": len(log.rows),
-                "termination": record.termination_reason,
-                "phase_steps": dict(collections.Counter(row["phase"] for row in log.rows)),
-                "final_phase": log.rows[-1]["phase"] if log.rows else None,
-                "peak_over_tolerance": round(record.peak_deformation / record.tolerance, 3),
-                "crossing": crossing(log.rows),
-                "grasp": log.grasp,
-                "lost_grasps": lost_grasps(log.rows),
-                "carry_grip_force_mean": (
-                    round(float(np.mean(carry_forces)), 3) if carry_forces else None
-                ),
-            }
-            episodes.append(entry)
-            print(json.dumps(entry), flush=True)
+    for spec, recorded_success in specs:
+        log = StepLog()
+        record = run_episode(spec, labelled, env_config=env_config, observers=[log])
+        for row in log.rows:
+            errors[row["phase"]].append(row["error"])
+        carry_forces = [row["grip_force"] for row in log.rows if row["phase"] == "carry"]
+        entry = {
+            "object": spec.object,
+            "seed": spec.seed,
+            "success": bool(record.success),
+            "dsr_success": bool(record.dsr_success),
+            "error": record.error,
+            "steps": len(log.rows),
+            "termination": record.termination_reason,
+            "phase_steps": dict(collections.Counter(row["phase"] for row in log.rows)),
+            "final_phase": log.rows[-1]["phase"] if log.rows else None,
+            "peak_over_tolerance": round(record.peak_deformation / record.tolerance, 3),
+            "crossing": crossing(log.rows),
+            "grasp": log.grasp,
+            "lost_grasps": lost_grasps(log.rows),
+            "carry_grip_force_mean": (
+                round(float(np.mean(carry_forces)), 3) if carry_forces else None
+            ),
+            "release": first_release(log.rows),
+        }
+        if placing:
+            entry["goal_quadrant"] = log.quadrant
+        if recorded_success is not None:
+            entry["recorded_success"] = recorded_success
+        episodes.append(entry)
+        print(json.dumps(entry), flush=True)
 
     over = [e for e in episodes if e["success"] and not e["dsr_success"]]
     carry_means = [e["carry_grip_force_mean"] for e in episodes]
@@ -304,6 +427,23 @@ def main(argv: list[str] | None = None) -> int:
             if chosen
         },
     }
+    if placing:
+        failures = [e for e in episodes if not e["success"]]
+        summary["failures_by_release"] = dict(
+            collections.Counter(release_bin(e["release"], PLACE_RADIUS) for e in failures)
+        )
+        summary["successes_by_goal_quadrant"] = by_quadrant(
+            (e["goal_quadrant"], e["success"]) for e in episodes
+        )
+    if args.from_run is not None:
+        summary["reproduced"] = sum(e["success"] == e["recorded_success"] for e in episodes)
+        if placing:
+            summary["run_successes_by_goal_quadrant"] = by_quadrant(
+                (reset_quadrant(EpisodeSpec.from_dict(row["spec"])), bool(row["success"]))
+                for row in run
+            )
+    for env in envs.values():
+        env.close()
     payload = {
         "command": "python scripts/diagnose_deformation.py " + " ".join(argv or sys.argv[1:]),
         "policy": str(args.policy),
@@ -311,6 +451,8 @@ def main(argv: list[str] | None = None) -> int:
         "task": args.task,
         "objects": list(args.objects),
         "seed": args.seed,
+        "from_run": str(args.from_run) if args.from_run else None,
+        "failures_only": args.failures_only,
         "env": recorded,
         "overrides": overrides,
         "labeller": log.mixture.expert.policy_id,  # the last episode's labeller (all alike)

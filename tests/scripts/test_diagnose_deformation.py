@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,3 +117,68 @@ def test_the_expert_label_replaces_only_the_named_channels_in_the_named_phases(
     (episode,) = payload["episodes"]
     assert isinstance(episode["lost_grasps"], list)
     assert payload["summary"]["lost_grasps"] == len(episode["lost_grasps"])
+
+
+def _steps(*steps):
+    return [
+        {"phase": p, "gripper": g, **({"goal_distance": d} if d is not None else {})}
+        for p, g, d in steps
+    ]
+
+
+def test_the_first_release_after_a_grasp_and_its_distance_bin():
+    module = _module()
+    # opening before anything was held (pre-shaping the jaw) is not a release
+    rows = _steps(("align", -1.0, 0.12), ("close", 0.8, 0.12), ("lift", 0.1, 0.08))
+    rows += _steps(("carry", -0.2, 0.05), ("lift", -0.9, 0.041), ("release", -1.0, 0.02))
+    assert module.first_release(rows) == {"step": 4, "phase": "lift", "goal_distance_m": 0.041}
+    assert module.release_bin(module.first_release(rows), 0.03) == "to_5cm"
+    assert module.release_bin({"step": 1, "phase": "lower", "goal_distance_m": 0.03}, 0.03) == (
+        "within_radius"
+    )
+    assert module.release_bin({"step": 1, "phase": "lift", "goal_distance_m": 0.07}, 0.03) == (
+        "beyond_5cm"
+    )
+    assert module.first_release(_steps(("align", -1.0, None), ("descend", 0.0, None))) is None
+    assert module.release_bin(None, 0.03) == "no_release"
+    # SoftLift rows carry no distance: the release is found, its bin is not a distance
+    lifted = module.first_release(_steps(("lift", 0.0, None), ("lift", -0.6, None)))
+    assert lifted == {"step": 1, "phase": "lift"}
+    assert [module.quadrant(d) for d in ((1, 2), (-1, 2), (-1, -2), (3, -0.1))] == [
+        "+x+y",
+        "-x+y",
+        "-x-y",
+        "+x-y",
+    ]
+
+
+def test_from_run_replays_a_runs_failures_and_counts_its_targets(tmp_path, monkeypatch):
+    monkeypatch.setenv("MUJOCO_GL", "egl")
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = []
+    for index, (obj, success) in enumerate((("sponge", True), ("tofu", False), ("tofu", True))):
+        spec = {"suite": "soft", "task": "SoftPlace", "object": obj, "variation": "default"}
+        spec |= {"index": index, "seed": 11 + index}
+        rows.append(json.dumps({"spec": spec, "success": success}))
+    lift = {"suite": "soft", "task": "SoftLift", "object": "tofu", "variation": "default"}
+    rows.append(json.dumps({"spec": {**lift, "index": 0, "seed": 5}, "success": False}))
+    (run / "records.jsonl").write_text("\n".join(rows) + "\n")
+    out = tmp_path / "diagnosis.json"
+    policy = str(ROOT / "policies" / "diffusion_soft_lift")
+    args = ["--policy", policy, "--task", "SoftPlace", "--from-run", str(run), "--failures-only"]
+    assert _module().main([*args, "--override", "n_action_steps=8", "--out", str(out)]) == 0
+    payload = json.loads(out.read_text())
+    (episode,) = payload["episodes"]  # the one SoftPlace failure; the SoftLift row is not read
+    assert (episode["object"], episode["seed"], episode["recorded_success"]) == ("tofu", 12, False)
+    assert episode["goal_quadrant"] in {"+x+y", "-x+y", "-x-y", "+x-y"}
+    summary = payload["summary"]
+    assert summary["reproduced"] == int(not episode["success"])
+    counted = summary["run_successes_by_goal_quadrant"]
+    assert sum(c["episodes"] for c in counted.values()) == 3
+    assert sum(c["successes"] for c in counted.values()) == 2
+    assert counted[episode["goal_quadrant"]]["episodes"] >= 1
+    if not episode["success"]:
+        assert sum(summary["failures_by_release"].values()) == 1
+    with pytest.raises(SystemExit):
+        _module().main(["--policy", policy, "--failures-only", "--out", str(out)])
