@@ -262,6 +262,11 @@ def main(argv: list[str] | None = None) -> int:
         run = run_rows(args.from_run, args.task, list(args.objects))
         chosen = [row for row in run if not (args.failures_only and row["success"])]
         specs = [(EpisodeSpec.from_dict(row["spec"]), bool(row["success"])) for row in chosen]
+        if not specs:
+            raise SystemExit(
+                f"--from-run {args.from_run}: none of its {len(run)} {args.task} episodes of "
+                f"{list(args.objects)} failed; nothing to replay with --failures-only"
+            )
     else:
         specs = [
             (EpisodeSpec(args.task, obj, seed=args.seed + i, index=i), None)

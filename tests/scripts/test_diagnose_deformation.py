@@ -182,3 +182,6 @@ def test_from_run_replays_a_runs_failures_and_counts_its_targets(tmp_path, monke
         assert sum(summary["failures_by_release"].values()) == 1
     with pytest.raises(SystemExit):
         _module().main(["--policy", policy, "--failures-only", "--out", str(out)])
+    # no failures of the chosen objects: said so, nothing replayed
+    with pytest.raises(SystemExit, match="none of its 1 SoftPlace episodes"):
+        _module().main([*args, "--objects", "sponge", "--out", str(out)])
