@@ -154,22 +154,19 @@ def by_quadrant(outcomes: Any) -> dict[str, dict[str, int]]:
     return dict(sorted(tally.items()))
 
 
-def run_rows(run_dir: Path, task: str, objects: list[str]) -> list[dict[str, Any]]:
-    """An eval run's records of ``task`` on ``objects``, in file order (the last line of a spec
-    wins, as a resumed run's readers take it)."""
-    path = run_dir / "records.jsonl"
-    if not path.is_file():
-        raise SystemExit(f"--from-run {run_dir}: no records.jsonl there (an eval run directory?)")
-    rows: dict[str, dict[str, Any]] = {}
-    for line in path.read_text().splitlines():
-        if line.strip():
-            row = json.loads(line)
-            spec = row["spec"]
-            if spec["task"] == task and spec["object"] in objects:
-                rows["/".join(str(spec[k]) for k in ("variation", "object", "index", "seed"))] = row
-    if not rows:
+def run_records(run_dir: Path, task: str, objects: list[str]) -> list[Any]:
+    """An eval run's valid records of ``task`` on ``objects``, read by the run's record store (a
+    retried episode's last attempt; corrupted lines left out), in file order."""
+    from simroll.rollout.store import RECORDS_FILENAME, RecordStore
+
+    if not (run_dir / RECORDS_FILENAME).is_file():
+        raise SystemExit(f"--from-run {run_dir}: no {RECORDS_FILENAME} there (an eval run?)")
+    store = RecordStore(run_dir).load()
+    records = sorted(store.records.values(), key=lambda r: store.line_numbers[r.spec.key])
+    chosen = [r for r in records if r.spec.task == task and r.spec.object in objects]
+    if not chosen:
         raise SystemExit(f"--from-run {run_dir}: no {task} episodes of {objects} in its records")
-    return list(rows.values())
+    return chosen
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -259,9 +256,8 @@ def main(argv: list[str] | None = None) -> int:
         return quadrant(raw.goal_position()[:2] - raw.object_center()[:2])
 
     if args.from_run is not None:
-        run = run_rows(args.from_run, args.task, list(args.objects))
-        chosen = [row for row in run if not (args.failures_only and row["success"])]
-        specs = [(EpisodeSpec.from_dict(row["spec"]), bool(row["success"])) for row in chosen]
+        run = run_records(args.from_run, args.task, list(args.objects))
+        specs = [(r.spec, r.success) for r in run if not (args.failures_only and r.success)]
         if not specs:
             raise SystemExit(
                 f"--from-run {args.from_run}: none of its {len(run)} {args.task} episodes of "
@@ -444,8 +440,7 @@ def main(argv: list[str] | None = None) -> int:
         summary["reproduced"] = sum(e["success"] == e["recorded_success"] for e in episodes)
         if placing:
             summary["run_successes_by_goal_quadrant"] = by_quadrant(
-                (reset_quadrant(EpisodeSpec.from_dict(row["spec"])), bool(row["success"]))
-                for row in run
+                (reset_quadrant(record.spec), record.success) for record in run
             )
     for env in envs.values():
         env.close()

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from simroll.rollout.records import EpisodeRecord, EpisodeSpec
+from simroll.rollout.store import RecordStore
 from tests.helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -155,15 +157,23 @@ def test_the_first_release_after_a_grasp_and_its_distance_bin():
 def test_from_run_replays_a_runs_failures_and_counts_its_targets(tmp_path, monkeypatch):
     monkeypatch.setenv("MUJOCO_GL", "egl")
     run = tmp_path / "run"
-    run.mkdir()
-    rows = []
-    for index, (obj, success) in enumerate((("sponge", True), ("tofu", False), ("tofu", True))):
-        spec = {"suite": "soft", "task": "SoftPlace", "object": obj, "variation": "default"}
-        spec |= {"index": index, "seed": 11 + index}
-        rows.append(json.dumps({"spec": spec, "success": success}))
-    lift = {"suite": "soft", "task": "SoftLift", "object": "tofu", "variation": "default"}
-    rows.append(json.dumps({"spec": {**lift, "index": 0, "seed": 5}, "success": False}))
-    (run / "records.jsonl").write_text("\n".join(rows) + "\n")
+    store = RecordStore(run)
+    cases = [("SoftPlace", "sponge", True), ("SoftPlace", "tofu", False)]
+    cases += [("SoftPlace", "tofu", True), ("SoftLift", "tofu", False)]
+    for index, (task, obj, success) in enumerate(cases):
+        store.append(
+            EpisodeRecord(
+                spec=EpisodeSpec(task, obj, seed=11 + index, index=index),
+                policy_id="diffusion",
+                policy_config_hash="abc",
+                success=success,
+                steps=50,
+                sim_time=2.5,
+                termination_reason="success" if success else "time_limit",
+                peak_deformation=0.1,
+                tolerance=0.5,
+            )
+        )
     out = tmp_path / "diagnosis.json"
     policy = str(ROOT / "policies" / "diffusion_soft_lift")
     args = ["--policy", policy, "--task", "SoftPlace", "--from-run", str(run), "--failures-only"]
