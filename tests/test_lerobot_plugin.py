@@ -208,6 +208,7 @@ def lerobot_eval_command() -> list[str]:
     return [sys.executable, "-m", "lerobot.scripts.lerobot_eval"]
 
 
+@pytest.mark.slow
 def test_lerobot_eval_runs_a_saved_act_checkpoint_for_two_episodes(tmp_path):
     checkpoint = make_tiny_act_checkpoint(tmp_path / "checkpoint")
     output = tmp_path / "eval"

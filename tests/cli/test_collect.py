@@ -143,6 +143,7 @@ def test_a_collect_without_a_kept_episode_writes_no_dataset(tmp_path, capsys):
     assert not (root / "meta").exists()
 
 
+@pytest.mark.slow
 def test_an_interrupted_collect_resumes_with_the_same_command(local, tmp_path, monkeypatch, capsys):
     root = tmp_path / "resumed"
     runs: list[int] = []

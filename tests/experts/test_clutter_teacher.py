@@ -99,6 +99,7 @@ def test_the_labeller_never_looks():
     env.close()
 
 
+@pytest.mark.slow
 def test_the_plan_following_labeller_keeps_to_a_plan_that_still_works():
     """With ``follow_plan`` the labeller returns the nominal plan's pushes while they still end
     in a clear grasp from the true state (or, with ``repair_pushes``, in a state the search

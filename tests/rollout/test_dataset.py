@@ -271,6 +271,7 @@ def test_many_sources_are_joined_in_groups_into_the_same_dataset(tmp_path, monke
             np.testing.assert_array_equal(grouped_set[index][key], flat_set[index][key])
 
 
+@pytest.mark.slow
 def test_eval_with_record_writes_the_evaluated_episodes_as_a_dataset(tmp_path):
     result = subprocess.run(
         [
