@@ -31,8 +31,10 @@ carry, lower, release, retreat, rise). Reported:
   the expert's phase there (``lift`` or ``carry`` when the expert would have carried on) and the
   object's horizontal distance to the target's centre, against the success radius (3 cm); the
   failures counted by that distance (``within_radius``, ``to_5cm``, ``beyond_5cm``,
-  ``no_release``); and each episode's target direction from the object's start, as a world
-  quadrant (``+x+y``...).
+  ``no_release``); each episode's target direction from the object's start, as a world
+  quadrant (``+x+y``...); and, from pixels, how much of the target the scene camera saw
+  (``target_pixels``: its green pixels) at the start and at that release, with the medians
+  over successes and failures.
 
 The env settings come from the checkpoint's ``simroll_env.json``; ``--override KEY=VALUE``
 changes a policy setting for the run (e.g. ``n_action_steps``). ``--hold-hand-in PHASE ...`` is
@@ -126,8 +128,22 @@ def first_release(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
             found = {"step": step, "phase": row["phase"]}
             if "goal_distance" in row:
                 found["goal_distance_m"] = round(row["goal_distance"], 4)
+            if row.get("target_pixels") is not None:
+                found["target_pixels"] = row["target_pixels"]
             return found
     return None
+
+
+def target_pixels(obs: dict[str, Any]) -> int | None:
+    """Pixels of the scene camera image that show the green target disc (its translucent green
+    over the grey-white table: green above 1.15x red and 1.1x blue, and above 40); None in state
+    mode. Objects, table and hand are not green, so this counts what the camera sees of it."""
+    pixels = obs.get("pixels") if isinstance(obs, dict) else None
+    if not pixels or "scene" not in pixels:
+        return None
+    image = pixels["scene"].astype(float)
+    red, green, blue = image[..., 0], image[..., 1], image[..., 2]
+    return int(((green > 1.15 * red) & (green > 1.1 * blue) & (green > 40)).sum())
 
 
 def release_bin(release: dict[str, Any] | None, radius: float) -> str:
@@ -279,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
             self.rows: list[dict[str, Any]] = []
             self.grasp: dict[str, Any] | None = None
             self.quadrant = goal_quadrant(env) if placing else None
+            self.start_pixels = target_pixels(obs) if placing else None
 
         def on_step(self, env, obs, info, action):
             measured = info["eval"]
@@ -309,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
                 raw = env.unwrapped
                 offset = raw.object_center()[:2] - raw.goal_position()[:2]
                 self.rows[-1]["goal_distance"] = float(np.linalg.norm(offset))
+                self.rows[-1]["target_pixels"] = target_pixels(obs)
 
     held_phases = frozenset(args.hold_hand_in)
     expert_hand, expert_grip = frozenset(args.expert_hand_in), frozenset(args.expert_grip_in)
@@ -374,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         if placing:
             entry["goal_quadrant"] = log.quadrant
+            entry["target_pixels_at_start"] = log.start_pixels
         if recorded_success is not None:
             entry["recorded_success"] = recorded_success
         episodes.append(entry)
@@ -436,6 +455,24 @@ def main(argv: list[str] | None = None) -> int:
         summary["successes_by_goal_quadrant"] = by_quadrant(
             (e["goal_quadrant"], e["success"]) for e in episodes
         )
+        # what the scene camera saw of the target at the start and at the first release
+        seen: dict[str, Any] = {}
+        for group, outcome in (("successes", True), ("failures", False)):
+            chosen = [
+                e
+                for e in episodes
+                if e["success"] == outcome and (e["release"] or {}).get("target_pixels") is not None
+            ]
+            if chosen:
+                seen[group] = {
+                    "episodes": len(chosen),
+                    "at_start": float(np.median([e["target_pixels_at_start"] for e in chosen])),
+                    "at_first_release": float(
+                        np.median([e["release"]["target_pixels"] for e in chosen])
+                    ),
+                }
+        if seen:
+            summary["target_pixels_median"] = seen
     if args.from_run is not None:
         summary["reproduced"] = sum(e["success"] == e["recorded_success"] for e in episodes)
         if placing:

@@ -195,3 +195,15 @@ def test_from_run_replays_a_runs_failures_and_counts_its_targets(tmp_path, monke
     # no failures of the chosen objects: said so, nothing replayed
     with pytest.raises(SystemExit, match="none of its 1 SoftPlace episodes"):
         _module().main([*args, "--objects", "sponge", "--out", str(out)])
+
+
+def test_target_pixels_counts_the_green_disc_not_the_table_or_a_yellow_object():
+    import numpy as np
+
+    count = _module().target_pixels
+    image = np.full((8, 8, 3), 200, dtype=np.uint8)  # grey-white table
+    image[:2, :3] = (0.35 * np.array([51, 204, 77]) + 0.65 * 200).astype(np.uint8)  # the disc
+    image[4:6, 4:8] = (230, 210, 40)  # a yellow sponge
+    image[7, :] = (20, 30, 25)  # a dark shadow
+    assert count({"pixels": {"scene": image, "wrist": image}}) == 6
+    assert count({"agent_pos": np.zeros(12)}) is None  # state mode: nothing to count
