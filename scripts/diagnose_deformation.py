@@ -171,15 +171,19 @@ def by_quadrant(outcomes: Any) -> dict[str, dict[str, int]]:
 
 
 def run_records(run_dir: Path, task: str, objects: list[str]) -> list[Any]:
-    """An eval run's valid records of ``task`` on ``objects``, read by the run's record store (a
-    retried episode's last attempt; corrupted lines left out), in file order."""
-    from simroll.rollout.store import RECORDS_FILENAME, RecordStore
+    """An eval run's records of ``task`` on ``objects``, in file order, as the run reader
+    (:func:`simroll.report.runs.load_eval_run`) gives them: a retried episode's last attempt,
+    corrupted lines left out, a multirun sweep's root refused with its jobs named."""
+    from simroll.report.runs import ReportError, load_eval_run
+    from simroll.rollout.store import RECORDS_FILENAME
 
+    try:
+        run = load_eval_run(run_dir)
+    except ReportError as error:
+        raise SystemExit(f"--from-run: {error}") from None
     if not (run_dir / RECORDS_FILENAME).is_file():
         raise SystemExit(f"--from-run {run_dir}: no {RECORDS_FILENAME} there (an eval run?)")
-    store = RecordStore(run_dir).load()
-    records = sorted(store.records.values(), key=lambda r: store.line_numbers[r.spec.key])
-    chosen = [r for r in records if r.spec.task == task and r.spec.object in objects]
+    chosen = [r for r in run.records if r.spec.task == task and r.spec.object in objects]
     if not chosen:
         raise SystemExit(f"--from-run {run_dir}: no {task} episodes of {objects} in its records")
     return chosen
