@@ -34,6 +34,12 @@ lower, release, retreat; SoftSqueeze: hold the squeeze). How each is recognised:
   of its rest width, then *retreat* upwards. An object that is neither there nor held is grasped
   again.
 
+``steer_to_goal`` (default off) changes one SoftPlace label: a held object more than
+``STEER_LIFTED`` off the table is carried toward the goal at any height, rising to the carry
+height on the way, instead of first lifted straight up to it. A learner that lowers the object
+a few centimetres short of the goal is then told to move toward it, where the default tells it to
+rise in place.
+
 ``approach_gain`` (default 1: deadbeat) scales the proportional step toward the pose above the
 object: below 1 the hand converges over several steps, which gives imitation data many frames
 that show how hand-object offsets map to motion (at 1 that happens in one or two frames).
@@ -99,6 +105,9 @@ CLOSE_XY = 0.01  # hand this close to the grasp pose (horizontal, and CLOSE_Z in
 CLOSE_Z = 0.006  # twice these while the jaw is closing
 GOAL_REACHED = 0.005  # SoftPlace: object centre this close to the goal ends the carry
 GOAL_KEEP = 0.02  # ... and while within this, lower / release / retreat go on
+STEER_LIFTED = (
+    0.01  # steer_to_goal: object this far off its rest lets SoftPlace carry at any height
+)
 JAW_CLEARANCE = 0.005  # released once each finger is this far back from the object's rest width
 STALL_SPEED = 0.005  # m/s: a hand at its commanded target and this slow has gone as far as it can
 JAW_OPEN = 0.003  # jaw target (m) up to which the jaw counts as open (a closing step is 4 mm)
@@ -129,8 +138,12 @@ class SoftExpert:
         gripper_mode: str | None = None,
         approach_gain: float = 1.0,
         squeeze_hold_hand: bool = False,
+        steer_to_goal: bool = False,
     ):
         self.env: SoftTaskEnv = env.unwrapped
+        if not isinstance(steer_to_goal, bool):
+            raise ValueError(f"steer_to_goal must be true or false, got {steer_to_goal!r}")
+        self.steer_to_goal = steer_to_goal
         if not isinstance(squeeze_hold_hand, bool):
             raise ValueError(f"squeeze_hold_hand must be true or false, got {squeeze_hold_hand!r}")
         self.squeeze_hold_hand = squeeze_hold_hand
@@ -156,7 +169,11 @@ class SoftExpert:
 
     @property
     def policy_id(self) -> str:
-        return f"expert/{self.closure}" + ("/hold" if self.squeeze_hold_hand else "")
+        return (
+            f"expert/{self.closure}"
+            + ("/hold" if self.squeeze_hold_hand else "")
+            + ("/steer" if self.steer_to_goal else "")
+        )
 
     def reset(self) -> None:
         """Nothing to forget (the expert is memoryless); clears the ``phase`` report."""
@@ -255,7 +272,8 @@ class SoftExpert:
         if lifted <= LIFTED and not (settled or at_limit):
             return "squeeze", self._action(still, grip)
         height = grasp_z + LIFT_HEIGHT[task] + self._slip(pose, center)
-        if task == "SoftPlace" and pose[2] > height - 0.01:
+        steer = self.steer_to_goal and lifted > STEER_LIFTED  # carry on the way up (or down)
+        if task == "SoftPlace" and (pose[2] > height - 0.01 or steer):
             goal = env.goal_position()[:2] - (center[:2] - pose[:2])
             delta = self._goto((goal[0], goal[1], height), hold[3])
             return "carry", self._action(np.clip(delta, -CARRY_SPEED, CARRY_SPEED), grip)

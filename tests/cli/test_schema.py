@@ -217,6 +217,7 @@ DOCUMENTED = [  # README.md, simroll/certify/README.md, policy cards and config 
     ("train", "policy=vla task_weights={squeeze:3.0,put:2.0} dagger.rounds=3 env=soft_suite"),
     ("train", "policy=vla +task_weights={squeeze:3.0} dagger.beta=0.2"),
     ("train", "policy=vla dagger.rounds=4 dagger.labeller=expert_hold env=soft_suite"),
+    ("train", "policy=vla dagger.rounds=2 dagger.labeller=expert_steer env=soft_suite"),
     ("certify", "design=fixed episodes=100 epsilon=0.1 delta=0.05 risk=joint success=dsr"),
     ("certify", "+policy@candidates.expert_repeat2=expert_repeat2"),
     ("certify", "~policy@candidates.expert_replan3 output_dir=runs/certify/x"),

@@ -280,3 +280,34 @@ def test_the_firm_expert_succeeds_but_exceeds_the_tolerance(make_env, task):
         info = finish(env, SoftExpert(env, "firm"), obs)
         assert info["is_success"]
         assert info["eval"]["peak_deformation"] > info["eval"]["tolerance"]
+
+
+def test_steer_to_goal_carries_toward_the_goal_on_the_way_up(make_env):
+    # the default SoftPlace label lifts a held object straight up to the carry height before
+    # carrying it; steer_to_goal carries it toward the goal as soon as it is off the table, so a
+    # learner that lowered it short of the goal is told to move toward it, not to rise in place
+    env = make_env("SoftPlace", "sponge")
+    expert = SoftExpert(env, "gentle")
+    steer = SoftExpert(env, "gentle", steer_to_goal=True)
+    assert steer.policy_id == "expert/gentle/steer"
+    obs, _ = env.reset(seed=5)
+    raw = env.unwrapped
+    while True:
+        action = expert.select_action(obs)
+        lifted = raw.object_center()[2] - raw.rest_center[2]
+        if expert.phase == "lift" and lifted > 0.015:
+            break
+        obs, _, terminated, truncated, _ = env.step(action)
+        assert not (terminated or truncated), "the expert never lifted the object"
+    assert not action[:2].any(), action  # straight up
+    steered = steer.select_action(obs)
+    assert steer.phase == "carry"
+    hand_goal = raw.goal_position()[:2] - (raw.object_center()[:2] - raw.hand_pose()[:2])
+    toward = hand_goal - raw.hand_pose()[:2]
+    assert float(np.dot(steered[:2], toward)) > 0.0, (steered, toward)
+    assert steered[2] > 0.0  # still rising to the carry height
+    assert steered[4] == pytest.approx(action[4])  # the same grip
+    info = finish(env, steer, obs)
+    assert info["is_success"], info["termination_reason"]
+    with pytest.raises(ValueError, match="steer_to_goal"):
+        SoftExpert(env, "gentle", steer_to_goal="yes")
