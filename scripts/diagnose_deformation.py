@@ -34,7 +34,9 @@ carry, lower, release, retreat, rise). Reported:
   ``no_release``); each episode's target direction from the object's start, as a world
   quadrant (``+x+y``...); and, from pixels, how much of the target the scene camera saw
   (``target_pixels``: its green pixels) at the start and at that release, with the medians
-  over successes and failures.
+  over successes and failures; and that release's offset in the camera's view (``beyond_m``
+  along its horizontal line of sight past the target, ``aside_m`` across it), with the medians
+  of both over the near misses (failures released 3-5 cm away).
 
 The env settings come from the checkpoint's ``simroll_env.json``; ``--override KEY=VALUE``
 changes a policy setting for the run (e.g. ``n_action_steps``). ``--hold-hand-in PHASE ...`` is
@@ -60,8 +62,9 @@ summary.
 Run: ``python scripts/diagnose_deformation.py --policy policies/diffusion_soft_lift --task SoftLift
 --episodes 10 --seed 900 --out benchmarks/results/lift_deformation_diagnosis.json`` (about 4
 minutes on one core for 40 state-mode episodes); ``--policy CHECKPOINT --task SoftPlace
---from-run runs/test_x --failures-only --override noise_scale=0.5`` for a run's SoftPlace
-failures (the run's own policy settings: pass the overrides it ran with).
+--from-run runs/test_x --failures-only`` for a run's SoftPlace failures. A run is replayed with
+its own policy settings: the ``policy.overrides`` its manifest records (``--override`` changes
+them), and a ``--policy`` whose weights are not the run's is refused.
 """
 
 from __future__ import annotations
@@ -128,6 +131,8 @@ def first_release(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
             found = {"step": step, "phase": row["phase"]}
             if "goal_distance" in row:
                 found["goal_distance_m"] = round(row["goal_distance"], 4)
+            if "goal_offset_view" in row:  # (beyond the target seen from the camera, to its side)
+                found["beyond_m"], found["aside_m"] = (round(v, 4) for v in row["goal_offset_view"])
             if row.get("target_pixels") is not None:
                 found["target_pixels"] = row["target_pixels"]
             return found
@@ -144,6 +149,20 @@ def target_pixels(obs: dict[str, Any]) -> int | None:
     image = pixels["scene"].astype(float)
     red, green, blue = image[..., 0], image[..., 1], image[..., 2]
     return int(((green > 1.15 * red) & (green > 1.1 * blue) & (green > 40)).sum())
+
+
+def view_offset(raw, offset) -> tuple[float, float]:
+    """An object's horizontal offset from the target in the scene camera's view of the target:
+    how far beyond the target along the camera's horizontal line of sight (negative: short of it,
+    toward the camera) and how far to its side (positive: left as the camera sees it). A single
+    camera judges the first from size and height cues only, the second from image position."""
+    import numpy as np
+
+    camera = raw.data.cam_xpos[raw._scene_camera][:2]
+    sight = raw.goal_position()[:2] - camera
+    sight = sight / np.linalg.norm(sight)
+    left = np.array([-sight[1], sight[0]])
+    return float(offset @ sight), float(offset @ left)
 
 
 def release_bin(release: dict[str, Any] | None, radius: float) -> str:
@@ -187,6 +206,22 @@ def run_records(run_dir: Path, task: str, objects: list[str]) -> list[Any]:
     if not chosen:
         raise SystemExit(f"--from-run {run_dir}: no {task} episodes of {objects} in its records")
     return chosen
+
+
+def run_policy_settings(run_dir: Path) -> tuple[dict[str, Any], str | None]:
+    """The policy overrides an eval run ran with and the SHA-256 of its weights, from its
+    manifest (empty and None where it records none)."""
+    from simroll.rollout.manifest import ManifestError, read_manifest
+
+    try:
+        manifest = read_manifest(run_dir)
+    except ManifestError as error:
+        raise SystemExit(f"--from-run: {error}") from None
+    if manifest is None:
+        return {}, None
+    policy = manifest.config.get("policy") or {}
+    overrides = policy.get("overrides") or {}
+    return dict(overrides), manifest.fingerprint.get("policy.weights_sha256")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -277,6 +312,16 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.from_run is not None:
         run = run_records(args.from_run, args.task, list(args.objects))
+        ran_with, run_weights = run_policy_settings(args.from_run)
+        held = weights_digest(args.policy)
+        if run_weights is not None and held is not None and held != run_weights:
+            raise SystemExit(
+                f"--from-run {args.from_run} was run with weights {run_weights[:12]}, but "
+                f"--policy {args.policy} holds {held[:12]}: pass the run's checkpoint"
+            )
+        overrides = {**ran_with, **overrides}  # the run's settings, --override on top
+        if ran_with:
+            print(f"policy settings of {args.from_run}: {ran_with}; replayed with {overrides}")
         specs = [(r.spec, r.success) for r in run if not (args.failures_only and r.success)]
         if not specs:
             raise SystemExit(
@@ -330,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
                 raw = env.unwrapped
                 offset = raw.object_center()[:2] - raw.goal_position()[:2]
                 self.rows[-1]["goal_distance"] = float(np.linalg.norm(offset))
+                self.rows[-1]["goal_offset_view"] = view_offset(raw, offset)
                 self.rows[-1]["target_pixels"] = target_pixels(obs)
 
     held_phases = frozenset(args.hold_hand_in)
@@ -477,6 +523,19 @@ def main(argv: list[str] | None = None) -> int:
                 }
         if seen:
             summary["target_pixels_median"] = seen
+        # near misses measured in the camera's view: along its line of sight or across it
+        near = [
+            e["release"]
+            for e in failures
+            if release_bin(e["release"], PLACE_RADIUS) == "to_5cm" and "beyond_m" in e["release"]
+        ]
+        if near:
+            summary["near_miss_view_offset_m"] = {
+                "episodes": len(near),
+                "median_abs_beyond": round(float(np.median([abs(r["beyond_m"]) for r in near])), 4),
+                "median_abs_aside": round(float(np.median([abs(r["aside_m"]) for r in near])), 4),
+                "short_of_target": sum(r["beyond_m"] < 0 for r in near),
+            }
     if args.from_run is not None:
         summary["reproduced"] = sum(e["success"] == e["recorded_success"] for e in episodes)
         if placing:

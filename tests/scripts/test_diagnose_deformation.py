@@ -207,3 +207,75 @@ def test_target_pixels_counts_the_green_disc_not_the_table_or_a_yellow_object():
     image[7, :] = (20, 30, 25)  # a dark shadow
     assert count({"pixels": {"scene": image, "wrist": image}}) == 6
     assert count({"agent_pos": np.zeros(12)}) is None  # state mode: nothing to count
+
+
+def test_the_release_offset_in_the_cameras_view():
+    # a camera at the origin looking along +x at a target 1 m away: an object 4 cm past the
+    # target is "beyond" it, one 4 cm to +y is to its left, one 3 cm toward the camera is short
+    import numpy as np
+
+    class Raw:
+        _scene_camera = 0
+
+        class data:
+            cam_xpos = np.array([[0.0, 0.0, 0.5]])
+
+        @staticmethod
+        def goal_position():
+            return np.array([1.0, 0.0, 0.0])
+
+    view = _module().view_offset
+    assert view(Raw, np.array([0.04, 0.0])) == pytest.approx((0.04, 0.0))
+    assert view(Raw, np.array([0.0, 0.04])) == pytest.approx((0.0, 0.04))
+    assert view(Raw, np.array([-0.03, -0.01])) == pytest.approx((-0.03, -0.01))
+    rows = _steps(("lift", 0.5, 0.05), ("lift", -0.9, 0.04))
+    rows[1]["goal_offset_view"] = (-0.03, 0.02)
+    assert _module().first_release(rows) == {
+        "step": 1,
+        "phase": "lift",
+        "goal_distance_m": 0.04,
+        "beyond_m": -0.03,
+        "aside_m": 0.02,
+    }
+
+
+def test_from_run_replays_with_the_runs_policy_settings_and_refuses_other_weights(
+    tmp_path, monkeypatch
+):
+    # a run made with noise_scale 0.5 replayed at the checkpoint's own setting would not be the
+    # run's episodes: the manifest's policy overrides are taken, and other weights are refused
+    from simroll.policies.checkpoint import weights_digest
+    from simroll.rollout.manifest import RunManifest, write_manifest
+
+    monkeypatch.setenv("MUJOCO_GL", "egl")
+    policy = str(ROOT / "policies" / "diffusion_soft_lift")
+    spec = EpisodeSpec("SoftPlace", "tofu", seed=12, index=0)
+
+    def run_with(weights: str) -> Path:
+        run = tmp_path / weights[:4]
+        fingerprint = {"policy.weights_sha256": weights, "policy.overrides.n_action_steps": 8}
+        config = {"policy": {"path": policy, "overrides": {"n_action_steps": 8}}}
+        manifest = RunManifest(command="eval", fingerprint=fingerprint, episodes=1, config=config)
+        write_manifest(run, manifest, [spec])
+        RecordStore(run).append(
+            EpisodeRecord(
+                spec=spec,
+                policy_id="diffusion",
+                policy_config_hash="abc",
+                success=False,
+                steps=50,
+                sim_time=2.5,
+                termination_reason="time_limit",
+                peak_deformation=0.1,
+                tolerance=0.5,
+            )
+        )
+        return run
+
+    out = tmp_path / "diagnosis.json"
+    args = ["--policy", policy, "--task", "SoftPlace", "--failures-only", "--out", str(out)]
+    with pytest.raises(SystemExit, match="was run with weights 000000000000"):
+        _module().main([*args, "--from-run", str(run_with("0" * 64))])
+    assert not out.exists()
+    assert _module().main([*args, "--from-run", str(run_with(weights_digest(policy)))]) == 0
+    assert json.loads(out.read_text())["overrides"] == {"n_action_steps": 8}
