@@ -154,6 +154,21 @@ def test_the_first_release_after_a_grasp_and_its_distance_bin():
     ]
 
 
+def _record(spec: EpisodeSpec, success: bool) -> EpisodeRecord:
+    """A finished episode of a state-mode diffusion run, as the store holds it."""
+    return EpisodeRecord(
+        spec=spec,
+        policy_id="diffusion",
+        policy_config_hash="abc",
+        success=success,
+        steps=50,
+        sim_time=2.5,
+        termination_reason="success" if success else "time_limit",
+        peak_deformation=0.1,
+        tolerance=0.5,
+    )
+
+
 def test_from_run_replays_a_runs_failures_and_counts_its_targets(tmp_path, monkeypatch):
     monkeypatch.setenv("MUJOCO_GL", "egl")
     run = tmp_path / "run"
@@ -161,19 +176,7 @@ def test_from_run_replays_a_runs_failures_and_counts_its_targets(tmp_path, monke
     cases = [("SoftPlace", "sponge", True), ("SoftPlace", "tofu", False)]
     cases += [("SoftPlace", "tofu", True), ("SoftLift", "tofu", False)]
     for index, (task, obj, success) in enumerate(cases):
-        store.append(
-            EpisodeRecord(
-                spec=EpisodeSpec(task, obj, seed=11 + index, index=index),
-                policy_id="diffusion",
-                policy_config_hash="abc",
-                success=success,
-                steps=50,
-                sim_time=2.5,
-                termination_reason="success" if success else "time_limit",
-                peak_deformation=0.1,
-                tolerance=0.5,
-            )
-        )
+        store.append(_record(EpisodeSpec(task, obj, seed=11 + index, index=index), success))
     out = tmp_path / "diagnosis.json"
     policy = str(ROOT / "policies" / "diffusion_soft_lift")
     args = ["--policy", policy, "--task", "SoftPlace", "--from-run", str(run), "--failures-only"]
@@ -257,19 +260,7 @@ def test_from_run_replays_with_the_runs_policy_settings_and_refuses_other_weight
         config = {"policy": {"path": policy, "overrides": {"n_action_steps": 8}}}
         manifest = RunManifest(command="eval", fingerprint=fingerprint, episodes=1, config=config)
         write_manifest(run, manifest, [spec])
-        RecordStore(run).append(
-            EpisodeRecord(
-                spec=spec,
-                policy_id="diffusion",
-                policy_config_hash="abc",
-                success=False,
-                steps=50,
-                sim_time=2.5,
-                termination_reason="time_limit",
-                peak_deformation=0.1,
-                tolerance=0.5,
-            )
-        )
+        RecordStore(run).append(_record(spec, success=False))
         return run
 
     out = tmp_path / "diagnosis.json"
