@@ -105,9 +105,7 @@ CLOSE_XY = 0.01  # hand this close to the grasp pose (horizontal, and CLOSE_Z in
 CLOSE_Z = 0.006  # twice these while the jaw is closing
 GOAL_REACHED = 0.005  # SoftPlace: object centre this close to the goal ends the carry
 GOAL_KEEP = 0.02  # ... and while within this, lower / release / retreat go on
-STEER_LIFTED = (
-    0.01  # steer_to_goal: object this far off its rest lets SoftPlace carry at any height
-)
+STEER_LIFTED = 0.01  # steer_to_goal: an object this far off its rest is carried at any height
 JAW_CLEARANCE = 0.005  # released once each finger is this far back from the object's rest width
 STALL_SPEED = 0.005  # m/s: a hand at its commanded target and this slow has gone as far as it can
 JAW_OPEN = 0.003  # jaw target (m) up to which the jaw counts as open (a closing step is 4 mm)
