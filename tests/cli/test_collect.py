@@ -116,6 +116,7 @@ def test_local_collect_leaves_a_dataset_root_with_the_run_beside_it(local):
     assert "name: local" in recorded and "only_success: false" in recorded
 
 
+@pytest.mark.slow
 def test_vector_collect_gives_the_local_dataset(local, tmp_path, capsys):
     root = tmp_path / "vector"
     assert collect(root, "only_success=false", "backend=vector", "backend.workers=2") == 0

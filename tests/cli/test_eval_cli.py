@@ -60,6 +60,7 @@ def test_unknown_config_key_and_group_fail_naming_them(tmp_path):
     assert result.returncode != 0 and "telepathy" in result.stderr and "expert" in result.stderr
 
 
+@pytest.mark.slow
 def test_missing_checkpoint_fails_before_any_episode(tmp_path):
     result = simroll(
         "eval",

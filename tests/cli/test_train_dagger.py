@@ -73,6 +73,7 @@ def test_dagger_from_the_command_line_labels_with_the_expert(demos, tmp_path):
     assert "kept the finished training run" in again.stdout
 
 
+@pytest.mark.slow
 def test_a_labeller_that_cannot_label_any_state_is_refused(demos, tmp_path):
     result = simroll(
         "train",

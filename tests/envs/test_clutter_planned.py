@@ -122,7 +122,7 @@ def test_a_video_films_every_control_step_of_the_primitives(tmp_path):
     assert frames > 10 * record.steps  # one per control step: a primitive takes tens of them
 
 
-@pytest.mark.parametrize("target", ["cuboid", "sponge"])
+@pytest.mark.parametrize("target", ["cuboid", pytest.param("sponge", marks=pytest.mark.slow)])
 def test_the_same_seed_gives_the_same_episode_on_every_backend(tmp_path, target):
     """Scene, twin, plan, pose noise and detections all come from the spec's seed: the local
     and the vector backend record the same episode (equal receipts), with a rigid target and

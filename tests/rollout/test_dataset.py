@@ -243,6 +243,7 @@ def test_collect_writes_a_dataset_of_expert_demonstrations(tmp_path):
     assert again.returncode == 2 and "overwrite=true" in again.stderr
 
 
+@pytest.mark.slow
 def test_many_sources_are_joined_in_groups_into_the_same_dataset(tmp_path, monkeypatch):
     config = EnvConfig(obs_mode="full", image_size=32)
     specs = [spec("SoftSqueeze", 0), spec("SoftSqueeze", 1)]

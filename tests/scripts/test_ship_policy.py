@@ -99,6 +99,7 @@ def test_dagger_section_lists_every_round(tmp_path):
     assert 'task_weights `{"squeeze": 3.0}`' in section
 
 
+@pytest.mark.slow
 def test_an_unknown_inference_key_is_refused(tmp_path):
     checkpoint = tmp_path / "ckpt"
     checkpoint.mkdir()
