@@ -310,14 +310,14 @@ def main(argv: list[str] | None = None) -> int:
         raw = env.unwrapped
         return quadrant(raw.goal_position()[:2] - raw.object_center()[:2])
 
+    weights = weights_digest(args.policy)  # which weights the path holds
     if args.from_run is not None:
         run = run_records(args.from_run, args.task, list(args.objects))
         ran_with, run_weights = run_policy_settings(args.from_run)
-        held = weights_digest(args.policy)
-        if run_weights is not None and held is not None and held != run_weights:
+        if run_weights is not None and weights is not None and weights != run_weights:
             raise SystemExit(
                 f"--from-run {args.from_run} was run with weights {run_weights[:12]}, but "
-                f"--policy {args.policy} holds {held[:12]}: pass the run's checkpoint"
+                f"--policy {args.policy} holds {weights[:12]}: pass the run's checkpoint"
             )
         overrides = {**ran_with, **overrides}  # the run's settings, --override on top
         if ran_with:
@@ -547,7 +547,7 @@ def main(argv: list[str] | None = None) -> int:
     payload = {
         "command": "python scripts/diagnose_deformation.py " + " ".join(argv or sys.argv[1:]),
         "policy": str(args.policy),
-        "weights_sha256": weights_digest(args.policy),  # which weights the path held
+        "weights_sha256": weights,
         "task": args.task,
         "objects": list(args.objects),
         "seed": args.seed,
