@@ -25,7 +25,9 @@ Resume: an interrupted collect (Ctrl-C, a killed process or machine) rerun with 
 keeps the episodes that finished (their records and shards) and runs the rest; a finished one
 rerun does nothing. A rerun with other settings (env, policy, seed, episodes, the dataset
 settings; not the backend) is refused before any episode runs, naming what differs;
-``overwrite=true`` empties ``output_dir`` and starts over. The run holds ``output_dir``'s lock
+``overwrite=true`` empties ``output_dir`` and starts over. Shards recorded with other features
+(by a simroll version that changed them, before the resume) cannot be joined: the run stops
+there, naming what differs, and keeps its records. The run holds ``output_dir``'s lock
 throughout; a multirun gives every job its own ``<output_dir>/<job number>``. The whole config is
 validated, and the policy built once, before the first episode.
 """
@@ -50,6 +52,7 @@ from simroll.cli.common import ConfigError, env_config_from, policy_from  # noqa
 from simroll.cli.eval import CONFIG_DIR  # noqa: E402
 from simroll.cli.rundir import (  # noqa: E402
     LOCK_FILENAME,
+    RunDirError,
     check_output_dir_override,
     hold_run_dir,
     job_output_dir,
@@ -221,9 +224,16 @@ def run(cfg: DictConfig) -> int:
             )
             return 1
         merged = work / MERGED_DIRNAME
-        from simroll.rollout.dataset import merge_shards
+        from simroll.rollout.dataset import DatasetFeaturesError, merge_shards
 
-        episodes, frames = merge_shards(shards, kept, merged)
+        try:
+            episodes, frames = merge_shards(shards, kept, merged)
+        except DatasetFeaturesError as exc:  # shards recorded by another simroll version
+            raise RunDirError(
+                f"{exc}. {root} holds episodes recorded with other dataset features (a resume "
+                "across a simroll version that changed them?): pass overwrite=true to record "
+                "them all again"
+            ) from None
         write_text_atomic(merged / CONFIG_RECORD, OmegaConf.to_yaml(cfg, resolve=True))
         _move_into_place(merged, root)
         _remove(work / SHARDS_DIRNAME)

@@ -397,6 +397,7 @@ def join_datasets(
     if len(tags) != len(sources):
         raise ValueError(f"got {len(tags)} tags for {len(sources)} source datasets")
     sources = [Path(source) for source in sources]
+    _check_same_features(sources)
     if len(sources) > JOIN_GROUP_LIMIT:
         return _join_in_groups(sources, Path(root), repo_id, tags)
     source_rows = []
@@ -439,6 +440,48 @@ def join_datasets(
         shutil.rmtree(root)
     staging.rename(root)
     return len(joined), sum(int(row["frames"]) for row in joined)
+
+
+class DatasetFeaturesError(ValueError):
+    """Two datasets that are to be joined have different features."""
+
+
+def _check_same_features(sources: Sequence[Path]) -> None:
+    """DatasetFeaturesError naming what differs where a source's features cannot join the first
+    source's by LeRobot's own test (``features_equal_for_merge``): ``aggregate_datasets`` would
+    refuse too, but late and with both feature dictionaries in full."""
+    from lerobot.datasets.feature_utils import features_equal_for_merge
+
+    def features(source: Path) -> dict[str, Any]:
+        return json.loads((source / "meta" / "info.json").read_text())["features"]
+
+    first, first_features = sources[0], features(sources[0])
+    for source in sources[1:]:
+        other = features(source)
+        if features_equal_for_merge(first_features, other):
+            continue
+        differences = [
+            f"{label}: {keys}"
+            for label, keys in (
+                (f"only in {first}", sorted(set(first_features) - set(other))),
+                (f"only in {source}", sorted(set(other) - set(first_features))),
+            )
+            if keys
+        ]
+        for key in sorted(set(first_features) & set(other)):
+            a, b = first_features[key], other[key]
+            changed = [
+                f"{field} {a.get(field)!r} vs {b.get(field)!r}"
+                for field in ("dtype", "shape", "names")
+                if a.get(field) != b.get(field)
+            ]
+            if changed:
+                differences.append(f"{key}: {', '.join(changed)}")
+        raise DatasetFeaturesError(
+            f"{source} cannot be joined with {first}: their features differ "
+            f"({'; '.join(differences) or 'in their other settings'}); LeRobot joins datasets "
+            "of equal features only"
+        )
 
 
 def _join_in_groups(

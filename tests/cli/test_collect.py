@@ -19,6 +19,7 @@ from omegaconf import open_dict
 
 from simroll.cli import collect as collect_cli
 from simroll.cli.eval import CONFIG_DIR
+from simroll.cli.rundir import RunDirError
 from simroll.rollout.dataset import load_episode_meta, shard_name
 from simroll.rollout.lerobot_io import open_dataset
 from simroll.rollout.manifest import ManifestError
@@ -199,4 +200,30 @@ def test_a_collect_stopped_while_moving_the_dataset_into_place_finishes_it(
     monkeypatch.setattr(collect_cli, "_move_into_place", move)
     assert collect(root, "only_success=false") == 0
     assert_same_dataset(dataset_of(root), dataset_of(local))
+    assert json.loads((root / "meta/info.json").read_text())["total_episodes"] == 2
+
+
+@pytest.mark.slow
+def test_a_resume_over_shards_with_other_features_stops_naming_them(tmp_path, monkeypatch):
+    root = tmp_path / "upgraded"
+
+    def first_episode_then_ctrl_c(run_dir, specs, job, **kwargs):
+        evaluate(run_dir, specs[:1], job, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(collect_cli, "run_specs", first_episode_then_ctrl_c)
+    with pytest.raises(Interrupted):
+        collect(root, "only_success=false")
+    # the first shard as a simroll version without the per-frame deformation would have left it
+    info_path = root / collect_cli.COLLECT_DIRNAME / collect_cli.SHARDS_DIRNAME
+    info_path = info_path / shard_name(SPECS[0]) / "meta" / "info.json"
+    info = json.loads(info_path.read_text())
+    del info["features"]["eval.deformation"]
+    info_path.write_text(json.dumps(info))
+    monkeypatch.setattr(collect_cli, "run_specs", evaluate)
+    with pytest.raises(RunDirError, match=r"only in .*: \['eval.deformation'\].*overwrite=true"):
+        collect(root, "only_success=false")
+    assert len(store_receipts(root)) == 2  # both episodes' records kept
+    assert not (root / "meta").exists()
+    assert collect(root, "only_success=false", "overwrite=true") == 0
     assert json.loads((root / "meta/info.json").read_text())["total_episodes"] == 2

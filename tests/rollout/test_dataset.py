@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from simroll.rollout import dataset as dataset_module
 from simroll.rollout import lerobot_io
 from simroll.rollout.backends import EpisodeJob
 from simroll.rollout.dataset import (
+    DatasetFeaturesError,
     DatasetRecorder,
     DatasetShards,
     episode_record,
@@ -355,3 +357,30 @@ def test_quiet_media_logs_keeps_a_users_svt_log(monkeypatch):
     lerobot_io.quiet_media_logs()
     assert os.environ["SVT_LOG"] == lerobot_io.SVT_LOG_ERRORS
     assert av.logging.get_level() == av.logging.ERROR
+
+
+def test_joining_datasets_of_other_features_is_refused_naming_the_differences(tmp_path):
+    def source(name: str, **features: dict) -> Path:
+        meta = tmp_path / name / "meta"
+        meta.mkdir(parents=True)
+        (meta / "info.json").write_text(json.dumps({"total_episodes": 1, "features": features}))
+        return tmp_path / name
+
+    state = {"dtype": "float32", "shape": [7], "names": None}
+    old = source("old", **{"observation.state": state, "action": state})
+    new = source(
+        "new",
+        **{
+            "observation.state": {**state, "shape": [9]},
+            "action": state,
+            "eval.deformation": state,
+        },
+    )
+    with pytest.raises(DatasetFeaturesError) as refused:
+        join_datasets([old, old, new], tmp_path / "joined", repo_id=REPO_ID)
+    message = str(refused.value)
+    assert f"{new} cannot be joined with {old}" in message
+    assert f"only in {new}: ['eval.deformation']" in message
+    assert "observation.state: shape [7] vs [9]" in message
+    assert "action:" not in message  # the equal feature is not named
+    assert not (tmp_path / "joined").exists()
