@@ -480,3 +480,58 @@ def test_keeping_the_schedule_is_refused_for_a_policy_whose_schedule_spans_the_r
     with pytest.raises(ValueError, match="cosine_decay_with_warmup"):
         check_lr_schedule(config)
     check_lr_schedule(replace(config, policy_type="simvla", policy_overrides=TINY_VLA))
+
+
+def test_two_observation_steps_read_the_previous_frame():
+    """With ``n_obs_steps`` 2 a training sample holds the last two frames, the chunk depends on
+    the earlier one too, and ``select_action`` keeps that history (the first frame repeated at
+    an episode's start, dropped by ``reset``); one step keeps the one-step state dict."""
+    from lerobot.configs import FeatureType, PolicyFeature
+
+    from simroll.policies.vla import SimVLAConfig, SimVLAPolicy
+
+    features = {
+        "input_features": {
+            "observation.images.scene": PolicyFeature(FeatureType.VISUAL, (3, 32, 32)),
+            "observation.state": PolicyFeature(FeatureType.STATE, (12,)),
+        },
+        "output_features": {"action": PolicyFeature(FeatureType.ACTION, (5,))},
+    }
+    config = SimVLAConfig(**{**TINY_VLA, "n_action_steps": 1}, n_obs_steps=2, **features)
+    assert config.observation_delta_indices == [-1, 0]
+    assert SimVLAConfig(**features, **TINY_VLA).observation_delta_indices is None
+    torch.manual_seed(0)
+    policy = SimVLAPolicy(config)
+    torch.nn.init.normal_(policy.model.action_out.weight)  # zero-initialised: make it speak
+    one_step = SimVLAPolicy(SimVLAConfig(**features, **TINY_VLA))
+    assert set(policy.state_dict()) - set(one_step.state_dict()) == {"model.step_position"}
+    frames = [
+        {
+            "observation.images.scene": torch.rand(1, 3, 32, 32),
+            "observation.state": torch.randn(1, 12),
+        }
+        for _ in range(3)
+    ]
+
+    def steps(*chosen):
+        stacked = {key: torch.stack([f[key] for f in chosen], dim=1) for key in chosen[0]}
+        return {**stacked, "task": ["lift"]}
+
+    noise = torch.randn(1, 4, 5)
+    chunk = policy.predict_action_chunk
+    assert not torch.allclose(
+        chunk(steps(frames[0], frames[2]), noise), chunk(steps(frames[1], frames[2]), noise)
+    )
+    loss, _ = policy.forward({**steps(frames[0], frames[1]), "action": torch.randn(1, 4, 5)})
+    loss.backward()
+    assert policy.model.step_position.grad is not None
+
+    policy.reset()
+    acted = [policy.select_action({**f, "task": ["lift"]}, noise=noise) for f in frames[:2]]
+    assert torch.equal(acted[0], chunk(steps(frames[0], frames[0]), noise)[:, 0])
+    assert torch.equal(acted[1], chunk(steps(frames[0], frames[1]), noise)[:, 0])
+    policy.reset()  # a new episode starts its own history
+    again = policy.select_action({**frames[1], "task": ["lift"]}, noise=noise)
+    assert torch.equal(again, chunk(steps(frames[1], frames[1]), noise)[:, 0])
+    with pytest.raises(ValueError, match="n_obs_steps must be an integer >= 1, got 0"):
+        SimVLAConfig(n_obs_steps=0, **TINY_VLA)

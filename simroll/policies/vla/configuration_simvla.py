@@ -9,7 +9,8 @@ architecture it holds the inference-time acceleration knobs that certification v
 kept per camera, ranked by feature norm) and ``quantize_int8`` (dynamic int8 quantization of
 every ``nn.Linear`` after the weights are loaded), and two sampling settings: ``noise_scale``,
 the scale of the flow's starting noise (0: a deterministic policy), and
-``temporal_ensemble_coeff`` (ACT's temporal ensembling of overlapping chunks).
+``temporal_ensemble_coeff`` (ACT's temporal ensembling of overlapping chunks). ``n_obs_steps``
+(a training setting) gives the model the last that many observations instead of one.
 """
 
 from __future__ import annotations
@@ -158,6 +159,7 @@ class SimVLAConfig(AdamWCosinePresets, PreTrainedConfig):
             "chunk_size": self.chunk_size,
             "n_action_steps": self.n_action_steps,
             "num_flow_steps": self.num_flow_steps,
+            "n_obs_steps": self.n_obs_steps,
             "dim_model": self.dim_model,
             "n_heads": self.n_heads,
             "n_decoder_layers": self.n_decoder_layers,
@@ -190,10 +192,6 @@ class SimVLAConfig(AdamWCosinePresets, PreTrainedConfig):
                     "temporal_ensemble_coeff needs n_action_steps 1 (a new chunk every step), got "
                     f"n_action_steps={self.n_action_steps}"
                 )
-        if self.n_obs_steps != 1:
-            raise ValueError(
-                f"SimVLA reads one observation step, got n_obs_steps={self.n_obs_steps}"
-            )
         if self.dim_model % self.n_heads or self.dim_model % 2:
             raise ValueError(
                 f"dim_model ({self.dim_model}) must be even and divisible by n_heads "
@@ -311,8 +309,9 @@ class SimVLAConfig(AdamWCosinePresets, PreTrainedConfig):
             raise ValueError("SimVLA needs an 'action' output feature")
 
     @property
-    def observation_delta_indices(self) -> None:
-        return None
+    def observation_delta_indices(self) -> list[int] | None:
+        """The observation steps a training sample holds: the last ``n_obs_steps`` frames."""
+        return list(range(1 - self.n_obs_steps, 1)) if self.n_obs_steps > 1 else None
 
     @property
     def action_delta_indices(self) -> list[int]:

@@ -207,6 +207,8 @@ class SimVLAModel(nn.Module):
             self.register_buffer("following_error_scale", scale, persistent=False)
             self.following_error_in = nn.Linear(len(config.following_error_scale), dim)
             self.following_error_position = nn.Parameter(torch.randn(1, dim) * 0.02)
+        if config.n_obs_steps > 1:  # only then: one-step checkpoints keep their state dict
+            self.step_position = nn.Parameter(torch.randn(config.n_obs_steps, 1, dim) * 0.02)
         self.word_embedding = nn.Embedding(self.tokenizer.size, dim, padding_idx=PAD_ID)
         self.word_position = nn.Parameter(torch.randn(config.max_instruction_tokens, dim) * 0.02)
 
@@ -254,7 +256,38 @@ class SimVLAModel(nn.Module):
         return self.tactile_in(per_token) + self.tactile_position
 
     def encode(self, batch: dict[str, Any]) -> tuple[Tensor, Tensor]:
-        """Encoded context (B, tokens, dim) and its key mask (B, 1, 1, tokens), True = real."""
+        """Encoded context (B, tokens, dim) and its key mask (B, 1, 1, tokens), True = real.
+
+        With ``n_obs_steps`` T > 1 every observation tensor is (B, T, ...): each step's tokens
+        are made as one observation's, plus a learned embedding of the step, and the steps'
+        tokens come one after another (oldest first) before the instruction's."""
+        steps = self.config.n_obs_steps
+        if steps == 1:
+            observed = self.observation_tokens(batch)
+        else:
+            keys = [*self.camera_keys, self.config.tactile_feature, OBS_STATE]
+            keys.append(self.config.following_error_feature)
+            flat = dict(batch)
+            for key in keys:
+                if key in batch and isinstance(batch[key], Tensor):
+                    flat[key] = batch[key].flatten(0, 1)
+            tokens = self.observation_tokens(flat)  # (B * T, n, dim)
+            tokens = tokens.view(-1, steps, *tokens.shape[1:]) + self.step_position
+            observed = tokens.flatten(1, 2)
+        batch_size, device = observed.shape[0], observed.device
+        words = self.instruction_tokens(batch, batch_size, device)
+        context = torch.cat(
+            [observed, self.word_embedding(words) + self.word_position[: words.shape[1]]], dim=1
+        )
+        real = torch.ones(batch_size, context.shape[1], dtype=torch.bool, device=device)
+        real[:, -words.shape[1] :] = words != PAD_ID
+        mask = real[:, None, None, :]
+        for block in self.encoder:
+            context = block(context, mask)
+        return self.encoder_norm(context), mask
+
+    def observation_tokens(self, batch: dict[str, Any]) -> Tensor:
+        """One observation step's tokens (B, n, dim): cameras, touch, state, following error."""
         parts: list[Tensor] = []
         if self.camera_keys:
             parts.append(self.visual_tokens(batch))
@@ -269,17 +302,7 @@ class SimVLAModel(nn.Module):
             error = batch[self.config.following_error_feature] / self.following_error_scale
             token = self.following_error_in(error) + self.following_error_position
             parts.append(token.unsqueeze(1))
-        reference = parts[0]
-        batch_size, device = reference.shape[0], reference.device
-        words = self.instruction_tokens(batch, batch_size, device)
-        parts.append(self.word_embedding(words) + self.word_position[: words.shape[1]])
-        context = torch.cat(parts, dim=1)
-        real = torch.ones(batch_size, context.shape[1], dtype=torch.bool, device=device)
-        real[:, -words.shape[1] :] = words != PAD_ID
-        mask = real[:, None, None, :]
-        for block in self.encoder:
-            context = block(context, mask)
-        return self.encoder_norm(context), mask
+        return torch.cat(parts, dim=1)
 
     def instruction_tokens(self, batch: dict[str, Any], batch_size: int, device) -> Tensor:
         tasks = batch.get(TASK_KEY)
@@ -444,6 +467,29 @@ class SimVLAPolicy(ActionChunkQueue, PreTrainedPolicy):
                 "with overrides={'quantize_int8': True}"
             )
         super()._save_pretrained(save_directory, state_dict=state_dict)
+
+    def reset(self) -> None:
+        """Drops the queued actions and, with ``n_obs_steps`` > 1, the observation history."""
+        super().reset()
+        self._history: dict[str, deque[Tensor]] | None = None
+
+    @torch.no_grad()
+    def select_action(self, batch: dict[str, Any], noise: Tensor | None = None, **kwargs: Any):
+        """The next action (B, action_dim). With ``n_obs_steps`` T > 1 every observation is
+        kept and the last T (the first repeated at an episode's start, LeRobot's
+        ``populate_queues``) are stacked as (B, T, ...) for the model."""
+        if self.config.n_obs_steps > 1:
+            from lerobot.policies.utils import populate_queues
+
+            keys = [key for key in self.config.input_features if key in batch]
+            if self._history is None:
+                self._history = {key: deque(maxlen=self.config.n_obs_steps) for key in keys}
+            self._history = populate_queues(self._history, {key: batch[key] for key in keys})
+            batch = {
+                **batch,
+                **{key: torch.stack(list(q), dim=1) for key, q in self._history.items()},
+            }
+        return super().select_action(batch, noise=noise, **kwargs)
 
     @torch.no_grad()
     def predict_action_chunk(
