@@ -108,8 +108,9 @@ class LeRobotPolicy:
         self.owns_queue = config.type in ("diffusion", "simvla", "wam", "act") and (
             getattr(config, "temporal_ensemble_coeff", None) is None
         )
-        # diffusion-style models read a stacked observation history (LeRobot's training batches
-        # carry one exactly when observation_delta_indices is set); ACT and SimVLA read one step
+        # diffusion-style models and SimVLA with n_obs_steps > 1 read a stacked observation
+        # history (LeRobot's training batches carry one exactly when observation_delta_indices is
+        # set); ACT and a one-step SimVLA read one step
         self._stacks_history = config.observation_delta_indices is not None
         self._history: deque[dict[str, Any]] = deque(maxlen=max(1, int(config.n_obs_steps)))
         self._actions: deque[np.ndarray] = deque()  # the current chunk, un-normalized
