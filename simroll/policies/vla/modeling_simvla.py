@@ -265,12 +265,10 @@ class SimVLAModel(nn.Module):
         if steps == 1:
             observed = self.observation_tokens(batch)
         else:
-            keys = [*self.camera_keys, self.config.tactile_feature, OBS_STATE]
-            keys.append(self.config.following_error_feature)
-            flat = dict(batch)
-            for key in keys:
-                if key in batch and isinstance(batch[key], Tensor):
-                    flat[key] = batch[key].flatten(0, 1)
+            config = self.config
+            keys = (*self.camera_keys, config.tactile_feature, OBS_STATE)
+            keys += (config.following_error_feature,)
+            flat = {**batch, **{key: batch[key].flatten(0, 1) for key in keys if key in batch}}
             tokens = self.observation_tokens(flat)  # (B * T, n, dim)
             tokens = tokens.view(-1, steps, *tokens.shape[1:]) + self.step_position
             observed = tokens.flatten(1, 2)
