@@ -535,3 +535,42 @@ def test_two_observation_steps_read_the_previous_frame():
     assert torch.equal(again, chunk(steps(frames[1], frames[1]), noise)[:, 0])
     with pytest.raises(ValueError, match="n_obs_steps must be an integer >= 1, got 0"):
         SimVLAConfig(n_obs_steps=0, **TINY_VLA)
+
+
+def test_a_trained_two_step_checkpoint_acts_as_the_plain_lerobot_loop(vla_dataset, env, tmp_path):
+    """A two-step SimVLA trained through simroll's trainer (which loads each sample's earlier
+    frame) and driven by ``LeRobotPolicy`` acts exactly as the same weights driven the plain
+    LeRobot way (convert, normalize, ``select_action`` with its own history, un-normalize)."""
+    overrides = {**TINY_VLA, "n_obs_steps": 2, "n_action_steps": 1}
+    config = TrainConfig(
+        str(vla_dataset),
+        str(tmp_path),
+        "simvla",
+        INPUTS,
+        overrides,
+        steps=10,
+        batch_size=8,
+        log_every=10,
+        checkpoint_every=10,
+        threads=1,
+    )
+    train(config, progress=False)
+    checkpoint = tmp_path / "checkpoints" / "last"
+    fast, plain = load_policy(env, checkpoint), load_policy(env, checkpoint)
+    assert fast.policy.config.n_obs_steps == 2
+    obs, _ = env.reset(seed=5)
+    fast.reset()
+    plain.policy.reset()
+    actions = []
+    for step in range(6):
+        torch.manual_seed(step)
+        action = fast.select_action(obs)
+        torch.manual_seed(step)
+        with torch.no_grad():
+            batch = plain.preprocessor(plain.batch(obs))
+            expected = plain.postprocessor(plain.policy.select_action(batch))
+        expected = np.clip(expected.squeeze(0).numpy().astype(np.float32), -1.0, 1.0)
+        np.testing.assert_array_equal(action, expected, err_msg=f"step {step}")
+        actions.append(action)
+        obs, *_ = env.step(action)
+    assert len({a.tobytes() for a in actions}) > 1
