@@ -1,5 +1,6 @@
 """Helpers shared by the test packages: running the ``simroll`` console script as a user would,
-and loading a script under ``scripts/`` as a module."""
+loading a script under ``scripts/`` as a module, and a LeRobot policy's action by LeRobot's own
+loop."""
 
 from __future__ import annotations
 
@@ -31,3 +32,16 @@ def simroll(*args: str, timeout: int = 300, cwd=None) -> subprocess.CompletedPro
         timeout=timeout,
         cwd=cwd,
     )
+
+
+def plain_lerobot_action(wrapper, obs):
+    """The action of the LeRobot policy inside ``wrapper`` (a ``LeRobotPolicy``) driven the plain
+    LeRobot way, without the wrapper's shortcuts: convert and normalize the observation,
+    ``select_action`` (the policy's own queues), un-normalize, clip to [-1, 1]."""
+    import numpy as np
+    import torch
+
+    with torch.no_grad():
+        batch = wrapper.preprocessor(wrapper.batch(obs))
+        action = wrapper.postprocessor(wrapper.policy.select_action(batch))
+    return np.clip(action.squeeze(0).numpy().astype(np.float32), -1.0, 1.0)

@@ -32,6 +32,7 @@ from simroll.cli.common import ConfigError, env_config_from, policy_from
 from simroll.policies.lerobot import PolicyLoadError, load_policy
 from simroll.rollout.episode import EnvConfig
 from simroll.rollout.records import EpisodeSpec, derive_seed
+from tests.helpers import plain_lerobot_action
 
 POLICIES = Path(__file__).resolve().parents[2] / "policies"
 STATE = EnvConfig(obs_mode="state", gripper_mode="delta")
@@ -70,18 +71,14 @@ def test_skipping_queued_steps_gives_the_same_actions(case):
         fast.reset()
         plain.policy.reset()
 
-        def plain_action(obs):
-            with torch.no_grad():
-                batch = plain.preprocessor(plain.batch(obs))
-                action = plain.postprocessor(plain.policy.select_action(batch))
-            return np.clip(action.squeeze(0).numpy().astype(np.float32), -1.0, 1.0)
-
         steps = 40
         for step in range(steps):
             torch.manual_seed(step)
             action = fast.select_action(obs)
             torch.manual_seed(step)
-            np.testing.assert_array_equal(action, plain_action(obs), err_msg=f"step {step}")
+            np.testing.assert_array_equal(
+                action, plain_lerobot_action(plain, obs), err_msg=f"step {step}"
+            )
             obs, *_ = env.step(action)
         chunk_steps = fast.policy.config.n_action_steps
         history = getattr(fast.policy.config, "n_obs_steps", 1)

@@ -16,6 +16,7 @@ from simroll.envs.core import AGENT_POS_DIM
 from simroll.features import FOLLOWING_ERROR_KEY, dataset_features, observation_frame
 from simroll.policies.lerobot import PolicyLoadError, load_policy
 from simroll.train.trainer import TrainConfig, train
+from tests.helpers import plain_lerobot_action
 
 IMAGE_SIZE = 32
 TASKS = ("pick up the sponge and lift it gently", "squeeze the sponge firmly but carefully")
@@ -566,10 +567,7 @@ def test_a_trained_two_step_checkpoint_acts_as_the_plain_lerobot_loop(vla_datase
         torch.manual_seed(step)
         action = fast.select_action(obs)
         torch.manual_seed(step)
-        with torch.no_grad():
-            batch = plain.preprocessor(plain.batch(obs))
-            expected = plain.postprocessor(plain.policy.select_action(batch))
-        expected = np.clip(expected.squeeze(0).numpy().astype(np.float32), -1.0, 1.0)
+        expected = plain_lerobot_action(plain, obs)
         np.testing.assert_array_equal(action, expected, err_msg=f"step {step}")
         actions.append(action)
         obs, *_ = env.step(action)
