@@ -265,10 +265,9 @@ class SimVLAModel(nn.Module):
         if steps == 1:
             observed = self.observation_tokens(batch)
         else:
-            config = self.config
-            keys = (*self.camera_keys, config.tactile_feature, OBS_STATE)
-            keys += (config.following_error_feature,)
-            flat = {**batch, **{key: batch[key].flatten(0, 1) for key in keys if key in batch}}
+            # the keys select_action stacks and the trainer loads a history of: the input features
+            read = [key for key in self.config.input_features if key in batch]
+            flat = {**batch, **{key: batch[key].flatten(0, 1) for key in read}}
             tokens = self.observation_tokens(flat)  # (B * T, n, dim)
             tokens = tokens.view(-1, steps, *tokens.shape[1:]) + self.step_position
             observed = tokens.flatten(1, 2)
