@@ -115,6 +115,9 @@ PRIMITIVE_NAMES = (
 )
 GRASP_PRIMITIVE = PRIMITIVE_NAMES.index("grasp")
 DEFORMATION_KEY = "eval.deformation"  # evaluator data a policy never trains on
+# auxiliary training labels the trainer adds to a batch: the target's table position (x, y) and
+# 1 where the sample is labelled (simroll.train.goal_labels); never an observation
+GOAL_LABEL_KEY, GOAL_MASK_KEY = "aux.goal", "aux.goal_mask"
 
 
 def image_key(name: str) -> str:

@@ -42,9 +42,10 @@ import yaml
 from tqdm import tqdm
 
 from simroll.checks import is_number
-from simroll.features import ACTION_KEY, STATE_KEY
+from simroll.features import ACTION_KEY, GOAL_LABEL_KEY, GOAL_MASK_KEY, STATE_KEY
 from simroll.io import write_json_atomic, write_text_atomic
 from simroll.rollout.lerobot_io import open_dataset
+from simroll.train.goal_labels import GOAL_TASKS, GoalTable, episode_goals
 from simroll.train.table_cache import cache_columns
 from simroll.train.video_cache import cache_videos
 
@@ -309,14 +310,36 @@ def _pretrained_policy(policy_config, path: Path):
         validate_checkpoint(path)  # only the weights are read, but refuse what load_policy would
     except PolicyLoadError as exc:
         raise TrainingDataError(f"init_from={path}: {exc}") from exc
+    policy_class = get_policy_class(policy_config.type)
     try:
-        return get_policy_class(policy_config.type).from_pretrained(
-            path, config=policy_config, strict=True
-        )
+        return policy_class.from_pretrained(path, config=policy_config, strict=True)
     except RuntimeError as exc:  # load_state_dict's missing/unexpected/size-mismatch report
+        if getattr(policy_config, "goal_loss_weight", 0) > 0:
+            return _with_new_goal_head(policy_class, policy_config, path)
         raise TrainingDataError(
             f"init_from={path} does not fit the {policy_config.type} recipe: {exc}"
         ) from exc
+
+
+def _with_new_goal_head(policy_class, policy_config, path: Path):
+    """A fine-tune that adds the auxiliary goal head (``goal_loss_weight`` > 0) to a checkpoint
+    trained without one: every other tensor must match; the head starts freshly initialised."""
+    from safetensors.torch import load_file
+
+    policy = policy_class(policy_config)
+    try:  # strict=False still raises on a tensor of another shape
+        result = policy.load_state_dict(load_file(path / "model.safetensors"), strict=False)
+    except RuntimeError as exc:
+        raise TrainingDataError(
+            f"init_from={path} does not fit the {policy_config.type} recipe: {exc}"
+        ) from exc
+    extra = [key for key in result.missing_keys if not key.startswith("model.goal_head.")]
+    if extra or result.unexpected_keys:
+        raise TrainingDataError(
+            f"init_from={path} does not fit the {policy_config.type} recipe: missing "
+            f"{extra}, unexpected {result.unexpected_keys}"
+        )
+    return policy
 
 
 def train(cfg: TrainConfig, progress: bool = True) -> dict[str, Any]:
@@ -367,6 +390,14 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, Any]:
         cache_videos(dataset, skip=unread)
         cache_columns(dataset)  # table queries answered from columns loaded once
     source = MemoizedDataset(dataset, drop=unread) if cfg.memoize else dataset
+    goal_table = None
+    if getattr(policy_config, "goal_loss_weight", 0) > 0:
+        goals = episode_goals(root)
+        if not goals:
+            raise TrainingDataError(
+                f"goal_loss_weight > 0 needs episodes of {list(GOAL_TASKS)} in {root}; it has none"
+            )
+        goal_table = GoalTable(goals, ds_meta.total_episodes)
     sampler = frame_sampler(dataset, ds_meta, cfg.task_weights, generator)
     loader = torch.utils.data.DataLoader(
         source,
@@ -384,6 +415,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, Any]:
     grad_clip = getattr(policy_config, "optimizer_grad_clip_norm", 10.0) or 10.0
     policy.train()
     losses: list[float] = []
+    goal_losses: list[float] = []
     start = time.perf_counter()
     step = 0
     bar = tqdm(
@@ -394,8 +426,13 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, Any]:
         writer.writerow(["step", "loss", "lr", "seconds"])
         while step < cfg.steps:
             for batch in loader:
+                labels = goal_table(batch["episode_index"]) if goal_table is not None else None
                 batch = preprocessor(batch)
-                loss, _ = policy.forward(batch)
+                if labels is not None:
+                    batch[GOAL_LABEL_KEY], batch[GOAL_MASK_KEY] = labels
+                loss, info = policy.forward(batch)
+                if info and "goal_loss" in info:
+                    goal_losses.append(info["goal_loss"])
                 optimizer.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(policy.parameters(), grad_clip)
@@ -458,6 +495,9 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, Any]:
         "init_from": cfg.init_from,
         "checkpoint": str(last),
     }
+    if goal_losses:  # the auxiliary head's error (goal_loss_scale units), first and last window
+        summary["first_goal_loss"] = sum(goal_losses[:window]) / window
+        summary["final_goal_loss"] = sum(goal_losses[-window:]) / window
     write_json_atomic(output / "metrics.json", summary)
     write_text_atomic(output / "train_config.json", json.dumps(cfg.__dict__, indent=2, default=str))
     return summary

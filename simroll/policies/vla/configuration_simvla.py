@@ -139,6 +139,13 @@ class SimVLAConfig(AdamWCosinePresets, PreTrainedConfig):
     # Inference-only: quantize every nn.Linear to int8 (dynamic) after loading the weights.
     quantize_int8: bool = False
 
+    # Training-only: weight of an auxiliary loss in which a small head on the encoded context
+    # predicts the table position (x, y) of the task's visible target (the SoftPlace disc), in
+    # units of ``goal_loss_scale`` metres; 0 builds no head. The trainer supplies the labels
+    # (``simroll.train.goal_labels``); the actions never read the head.
+    goal_loss_weight: float = 0.0
+    goal_loss_scale: float = 0.1
+
     # Training presets.
     optimizer_lr: float = 3e-4
     optimizer_betas: tuple[float, float] = (0.9, 0.95)
@@ -180,6 +187,12 @@ class SimVLAConfig(AdamWCosinePresets, PreTrainedConfig):
             isinstance(self.noise_scale, int | float) and self.noise_scale >= 0
         ):
             raise ValueError(f"noise_scale must be a number >= 0, got {self.noise_scale!r}")
+        for name in ("goal_loss_weight", "goal_loss_scale"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not (isinstance(value, int | float) and value >= 0):
+                raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+        if not self.goal_loss_scale > 0:
+            raise ValueError(f"goal_loss_scale must be > 0, got {self.goal_loss_scale!r}")
         if self.temporal_ensemble_coeff is not None:
             if isinstance(self.temporal_ensemble_coeff, bool) or not isinstance(
                 self.temporal_ensemble_coeff, int | float

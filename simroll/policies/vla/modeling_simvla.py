@@ -43,11 +43,12 @@ from lerobot.policies.pretrained import PreTrainedPolicy
 from lerobot.utils.constants import ACTION, OBS_STATE
 from torch import Tensor, nn
 
-from simroll.features import STATE_NAMES
+from simroll.features import GOAL_LABEL_KEY, GOAL_MASK_KEY, STATE_NAMES
 from simroll.policies.vla.configuration_simvla import SimVLAConfig
 
 PAD_ID, UNK_ID = 0, 1
 TASK_KEY = "task"
+GOAL_AXES = ("x", "y")  # what the auxiliary goal head predicts (table position, GOAL_LABEL_KEY)
 
 
 class QuantizedPolicyError(RuntimeError):
@@ -230,6 +231,10 @@ class SimVLAModel(nn.Module):
         self.action_out = nn.Linear(dim, self.action_dim)
         nn.init.zeros_(self.action_out.weight)
         nn.init.zeros_(self.action_out.bias)
+        if config.goal_loss_weight > 0:  # only then: other checkpoints keep their state dict
+            self.goal_head = nn.Sequential(
+                nn.Linear(dim, dim), nn.GELU(), nn.Linear(dim, len(GOAL_AXES))
+            )
 
     # ------------------------------------------------------------------ context
     def visual_tokens(self, batch: dict[str, Any]) -> Tensor:
@@ -331,8 +336,23 @@ class SimVLAModel(nn.Module):
             x = block(x, kv, mask)
         return self.action_out(self.decoder_norm(x))
 
+    def goal_error(self, context: Tensor, mask: Tensor, batch: dict[str, Any]) -> Tensor | None:
+        """Mean squared error of the goal head's target position over the batch's labelled
+        samples (``GOAL_MASK_KEY``), in ``goal_loss_scale`` units; None without a head or labels.
+        The head reads the mean of the encoded context's real tokens."""
+        if not hasattr(self, "goal_head") or GOAL_LABEL_KEY not in batch:
+            return None
+        real = mask[:, 0, 0, :].unsqueeze(-1).to(context.dtype)  # (B, tokens, 1)
+        pooled = (context * real).sum(dim=1) / real.sum(dim=1)
+        predicted = self.goal_head(pooled)
+        target = batch[GOAL_LABEL_KEY].to(predicted) / self.config.goal_loss_scale
+        labelled = batch[GOAL_MASK_KEY].to(predicted)
+        per_sample = ((predicted - target) ** 2).mean(dim=-1)
+        return (per_sample * labelled).sum() / labelled.sum().clamp_min(1.0)
+
     def loss(self, batch: dict[str, Any], noise: Tensor | None = None, time: Tensor | None = None):
-        """Per-element squared velocity error (B, chunk, action_dim)."""
+        """Per-element squared velocity error (B, chunk, action_dim), and the goal head's error
+        (:meth:`goal_error`, None when there is none)."""
         actions = batch[ACTION]
         batch_size = actions.shape[0]
         if noise is None:
@@ -351,7 +371,9 @@ class SimVLAModel(nn.Module):
         target = noise - actions
         context, mask = self.encode(batch)
         predicted = self.velocity(x_t, time, self.context_kv(context), mask)
-        return F.mse_loss(predicted, target, reduction="none")
+        return F.mse_loss(predicted, target, reduction="none"), self.goal_error(
+            context, mask, batch
+        )
 
     @torch.no_grad()
     def sample(self, batch: dict[str, Any], noise: Tensor | None = None) -> Tensor:
@@ -502,5 +524,10 @@ class SimVLAPolicy(ActionChunkQueue, PreTrainedPolicy):
         """Training loss: the mean squared flow-velocity error over unpadded chunk steps."""
         if self.quantized:
             raise QuantizedPolicyError("an int8-quantized SimVLA is for inference only")
-        loss = unpadded_mean(self.model.loss(batch, noise=noise, time=time), batch)
-        return loss, {"flow_loss": float(loss.detach())}
+        errors, goal_error = self.model.loss(batch, noise=noise, time=time)
+        loss = unpadded_mean(errors, batch)
+        info = {"flow_loss": float(loss.detach())}
+        if goal_error is not None:
+            info["goal_loss"] = float(goal_error.detach())
+            loss = loss + self.config.goal_loss_weight * goal_error
+        return loss, info

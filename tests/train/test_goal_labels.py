@@ -1,0 +1,142 @@
+"""Goal labels for SimVLA's auxiliary target loss: recomputed from each episode's spec, they
+equal the target the dataset recorded; the head learns them, ignores unlabelled frames, and a
+fine-tune may add the head to a checkpoint trained without one."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from simroll.experts import SoftExpert
+from simroll.features import ENVIRONMENT_STATE_KEY, ENVIRONMENT_STATE_NAMES
+from simroll.rollout.dataset import DatasetRecorder
+from simroll.rollout.episode import EnvConfig, EnvPool
+from simroll.rollout.lerobot_io import open_dataset
+from simroll.rollout.runner import make_specs
+from simroll.train.goal_labels import GoalLabelError, GoalTable, episode_goals
+from simroll.train.trainer import TrainConfig, TrainingDataError, train
+
+TINY = {
+    "chunk_size": 2,
+    "n_action_steps": 1,
+    "dim_model": 32,
+    "n_heads": 2,
+    "n_encoder_layers": 1,
+    "n_decoder_layers": 1,
+    "num_flow_steps": 2,
+    "optimizer_lr": 3e-3,
+    "scheduler_warmup_steps": 0,
+    "scheduler_decay_steps": 60,
+}
+INPUTS = ["observation.state", "observation.tactile"]
+
+
+@pytest.fixture(scope="module")
+def place_dataset(tmp_path_factory):
+    """State-mode expert episodes: 3 of SoftPlace, then 1 of SoftLift (no visible target)."""
+    root = tmp_path_factory.mktemp("datasets") / "place_state"
+    specs = make_specs("soft", ["SoftPlace"], ["sponge"], ["default"], 3, base_seed=40)
+    specs += make_specs("soft", ["SoftLift"], ["sponge"], ["default"], 1, base_seed=41)
+    pool = EnvPool(EnvConfig(obs_mode="state"))
+    with DatasetRecorder(
+        root, pool.get(specs[0]).observation_space, repo_id="simroll/place_state"
+    ) as recorder:
+        for spec in specs:
+            recorder.record(spec, lambda env: SoftExpert(env, "gentle"), env=pool.get(spec))
+    pool.close()
+    return root
+
+
+def test_goal_labels_equal_the_target_each_episode_recorded(place_dataset):
+    goals = episode_goals(place_dataset)
+    assert sorted(goals) == [0, 1, 2]  # the SoftLift episode has no label
+    dataset = open_dataset("simroll/place_state", root=place_dataset)
+    goal = [ENVIRONMENT_STATE_NAMES.index("goal_x"), ENVIRONMENT_STATE_NAMES.index("goal_y")]
+    for index, label in goals.items():
+        start = int(dataset.meta.episodes[index]["dataset_from_index"])
+        recorded = dataset[start][ENVIRONMENT_STATE_KEY].numpy()[goal]
+        np.testing.assert_allclose(label, recorded, atol=1e-6)
+    assert len({goals[i] for i in goals}) == 3  # each seed draws its own target
+
+    table = GoalTable(goals, 4)
+    labels, mask = table(torch.tensor([2, 3, 0]))
+    assert mask.tolist() == [1.0, 0.0, 1.0]
+    np.testing.assert_allclose(labels[0].numpy(), goals[2], atol=1e-6)
+
+
+def test_a_dataset_without_specs_is_refused_naming_the_file(tmp_path):
+    (tmp_path / "meta").mkdir()
+    with pytest.raises(GoalLabelError, match="simroll_episodes.jsonl is missing"):
+        episode_goals(tmp_path)
+
+
+def _config(root, out, **kwargs) -> TrainConfig:
+    return TrainConfig(
+        str(root),
+        str(out),
+        "simvla",
+        INPUTS,
+        {**TINY, "goal_loss_weight": 1.0},
+        steps=60,
+        batch_size=16,
+        log_every=20,
+        checkpoint_every=60,
+        threads=1,
+        **kwargs,
+    )
+
+
+def test_the_goal_head_learns_and_can_be_added_to_a_checkpoint_without_one(place_dataset, tmp_path):
+    plain = _config(place_dataset, tmp_path / "plain")
+    plain.policy_overrides = dict(TINY)
+    assert "first_goal_loss" not in train(plain, progress=False)
+
+    added = _config(
+        place_dataset, tmp_path / "added", init_from=str(tmp_path / "plain/checkpoints/last")
+    )
+    summary = train(added, progress=False)
+    assert summary["final_goal_loss"] < 0.75 * summary["first_goal_loss"]
+    config = json.loads((tmp_path / "added/checkpoints/last/config.json").read_text())
+    assert config["goal_loss_weight"] == 1.0
+
+    wider = _config(place_dataset, tmp_path / "wider", init_from=added.init_from)
+    wider.policy_overrides = {**wider.policy_overrides, "dim_model": 64}
+    with pytest.raises(TrainingDataError, match="does not fit the simvla recipe"):
+        train(wider, progress=False)
+
+
+def test_unlabelled_samples_do_not_move_the_goal_loss():
+    from lerobot.configs import FeatureType, PolicyFeature
+
+    from simroll.features import GOAL_LABEL_KEY, GOAL_MASK_KEY
+    from simroll.policies.vla.configuration_simvla import SimVLAConfig
+    from simroll.policies.vla.modeling_simvla import SimVLAModel
+
+    torch.manual_seed(0)
+    config = SimVLAConfig(**{**TINY, "goal_loss_weight": 1.0})
+    config.input_features = {"observation.state": PolicyFeature(FeatureType.STATE, (12,))}
+    config.output_features = {"action": PolicyFeature(FeatureType.ACTION, (5,))}
+    model = SimVLAModel(config)
+    context, mask = torch.randn(4, 3, 32), torch.ones(4, 1, 1, 3, dtype=torch.bool)
+    batch = {GOAL_LABEL_KEY: torch.randn(4, 2) * 0.1, GOAL_MASK_KEY: torch.tensor([1.0, 0, 1, 0])}
+    first = model.goal_error(context, mask, batch)
+    batch[GOAL_LABEL_KEY][1] = 100.0  # an unlabelled sample's label is never read
+    assert torch.equal(model.goal_error(context, mask, batch), first)
+    batch[GOAL_LABEL_KEY][0] = 100.0
+    assert model.goal_error(context, mask, batch) > first
+
+
+def test_goal_loss_on_a_dataset_without_targets_is_refused(lift_dataset, tmp_path):
+    with pytest.raises(TrainingDataError, match=r"needs episodes of \['SoftPlace'\]"):
+        train(_config(lift_dataset, tmp_path / "out"), progress=False)
+
+
+@pytest.mark.parametrize("value", [-1.0, True])
+def test_bad_goal_loss_weights_are_refused(value):
+    from simroll.policies.vla.configuration_simvla import SimVLAConfig
+
+    with pytest.raises(ValueError, match="goal_loss_weight must be a number >= 0"):
+        SimVLAConfig(goal_loss_weight=value)
