@@ -12,6 +12,8 @@ the scale of the flow's starting noise (0: a deterministic policy), and
 ``temporal_ensemble_coeff`` (ACT's temporal ensembling of overlapping chunks). ``n_obs_steps``
 (a training setting) gives the model the last that many observations instead of one; with 2 the
 shipped recipe scored much worse in closed loop (README, "A memory of the previous frame").
+``goal_loss_weight`` (training) adds an auxiliary head that predicts the SoftPlace target's
+position; measured in README, "An auxiliary target estimate".
 """
 
 from __future__ import annotations

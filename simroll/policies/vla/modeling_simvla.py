@@ -19,6 +19,10 @@ noise distribution's mean, a deterministic chunk per observation. ``temporal_ens
 averages, every step, the actions that the overlapping chunks predicted for it (ACT's temporal
 ensembling, LeRobot's implementation).
 
+With ``goal_loss_weight`` > 0 a small head on the mean of the encoded context predicts the
+target's table position (``GOAL_AXES``), trained against the labels the trainer adds to the batch
+(``simroll.train.goal_labels``); its error joins the training loss and inference never runs it.
+
 Acceleration knobs (config fields, settable through ``load_policy(..., overrides=...)``):
 ``num_flow_steps``, ``n_action_steps``, ``keep_visual_tokens`` (keep the top-k patch tokens of
 each camera by the norm of their stem features, a cheap saliency) and ``quantize_int8``

@@ -1,0 +1,78 @@
+"""scripts/goal_head_error.py: scores a SimVLA's goal head on unseen SoftPlace frames, and
+refuses a checkpoint without one."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from simroll.experts import SoftExpert
+from simroll.rollout.dataset import DatasetRecorder
+from simroll.rollout.episode import EnvConfig, EnvPool
+from simroll.rollout.runner import make_specs
+from simroll.train.trainer import TrainConfig, train
+from tests.helpers import load_script
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = {
+    "chunk_size": 2,
+    "n_action_steps": 1,
+    "patch_size": 16,
+    "stem_channels": 8,
+    "dim_model": 32,
+    "n_heads": 2,
+    "n_encoder_layers": 1,
+    "n_decoder_layers": 1,
+    "num_flow_steps": 2,
+    "scheduler_warmup_steps": 0,
+    "scheduler_decay_steps": 4,
+    "goal_loss_weight": 1.0,
+}
+INPUTS = [
+    "observation.images.scene",
+    "observation.images.wrist",
+    "observation.tactile",
+    "observation.state",
+]
+
+
+@pytest.fixture(scope="module")
+def goal_checkpoint(tmp_path_factory):
+    """A SimVLA with a goal head, trained a few steps on one 64 px SoftPlace expert episode."""
+    root = tmp_path_factory.mktemp("datasets") / "place_64"
+    (spec,) = make_specs("soft", ["SoftPlace"], ["sponge"], ["default"], 1, base_seed=50)
+    pool = EnvPool(EnvConfig(obs_mode="full", image_size=64, gripper_mode="delta"))
+    with DatasetRecorder(
+        root, pool.get(spec).observation_space, repo_id="simroll/place_64", use_videos=False
+    ) as recorder:
+        recorder.record(spec, lambda env: SoftExpert(env, "gentle"), env=pool.get(spec))
+    pool.close()
+    out = tmp_path_factory.mktemp("train_goal")
+    config = TrainConfig(str(root), str(out), "simvla", INPUTS, TINY, steps=4, batch_size=8)
+    config.checkpoint_every = 4
+    train(config, progress=False)
+    return out / "checkpoints" / "last"
+
+
+def test_the_head_is_scored_per_phase_against_the_mean_target(goal_checkpoint, tmp_path):
+    output = tmp_path / "goal.json"
+    argv = ["--policy", str(goal_checkpoint), "--objects", "sponge", "--episodes", "2"]
+    result = load_script("goal_head_error").main([*argv, "--every", "25", "--output", str(output)])
+    assert json.loads(output.read_text()) == result
+    assert result["specs"] == 2
+    phases = result["phases"]
+    assert phases["all"]["frames"] == sum(v["frames"] for k, v in phases.items() if k != "all")
+    assert phases["all"]["frames"] >= 4  # each expert episode runs well over 25 steps
+    assert math.isfinite(phases["all"]["median_m"]) and phases["all"]["median_m"] > 0
+    # two specs, two targets: the mean target misses each by half their distance
+    assert result["baseline_mean_target"]["median_m"] > 0.01
+
+
+def test_a_checkpoint_without_a_goal_head_is_refused():
+    with pytest.raises(SystemExit, match="has no goal head"):
+        load_script("goal_head_error").main(
+            ["--policy", str(ROOT / "policies/vla_soft"), "--objects", "sponge", "--episodes", "1"]
+        )
