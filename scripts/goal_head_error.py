@@ -75,11 +75,8 @@ def main(argv: list[str] | None = None) -> dict:
             if step % args.every == 0:
                 with torch.no_grad():
                     batch = policy.preprocessor(policy.batch(obs))
-                    context, mask = model.encode(batch)
-                    real = mask[:, 0, 0, :].unsqueeze(-1).to(context.dtype)
-                    pooled = (context * real).sum(dim=1) / real.sum(dim=1)
-                    scale = model.config.goal_loss_scale
-                    predicted = model.goal_head(pooled)[0].numpy() * scale
+                    predicted = model.predict_goal(*model.encode(batch))[0].numpy()
+                    predicted = predicted * model.config.goal_loss_scale
                 rows.append((expert.phase or "start", predicted, target))
             obs, _, terminated, truncated, _ = env.step(action)
             done = terminated or truncated

@@ -1,6 +1,6 @@
 """Helpers shared by the test packages: running the ``simroll`` console script as a user would,
-loading a script under ``scripts/`` as a module, and a LeRobot policy's action by LeRobot's own
-loop."""
+loading a script under ``scripts/`` as a module, a LeRobot policy's action by LeRobot's own
+loop, a small dataset of gentle-expert episodes, and a SimVLA recipe small enough for tests."""
 
 from __future__ import annotations
 
@@ -11,6 +11,21 @@ from pathlib import Path
 from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
+# a SimVLA that trains in seconds (overrides of the recipe; a test adds what it varies)
+TINY_VLA = {
+    "chunk_size": 4,
+    "n_action_steps": 2,
+    "patch_size": 16,
+    "stem_channels": 8,
+    "dim_model": 32,
+    "n_heads": 2,
+    "n_encoder_layers": 1,
+    "n_decoder_layers": 1,
+    "num_flow_steps": 4,
+    "optimizer_lr": 3e-3,
+    "scheduler_warmup_steps": 0,
+    "scheduler_decay_steps": 100,
+}
 
 
 def load_script(name: str) -> ModuleType:
@@ -45,3 +60,23 @@ def plain_lerobot_action(wrapper, obs):
         batch = wrapper.preprocessor(wrapper.batch(obs))
         action = wrapper.postprocessor(wrapper.policy.select_action(batch))
     return np.clip(action.squeeze(0).numpy().astype(np.float32), -1.0, 1.0)
+
+
+def record_expert_dataset(root: Path, specs, env_config, **recorder_kwargs) -> Path:
+    """A LeRobotDataset at ``root`` (repo id ``simroll/<root name>``) of the gentle expert's
+    episodes of ``specs``, in envs built by ``env_config`` (an ``EnvConfig``)."""
+    from simroll.experts import SoftExpert
+    from simroll.rollout.dataset import DatasetRecorder
+    from simroll.rollout.episode import EnvPool
+
+    pool = EnvPool(env_config)
+    try:
+        space = pool.get(specs[0]).observation_space
+        with DatasetRecorder(
+            root, space, repo_id=f"simroll/{root.name}", **recorder_kwargs
+        ) as recorder:
+            for spec in specs:
+                recorder.record(spec, lambda env: SoftExpert(env, "gentle"), env=pool.get(spec))
+    finally:
+        pool.close()
+    return root

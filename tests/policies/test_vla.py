@@ -16,7 +16,7 @@ from simroll.envs.core import AGENT_POS_DIM
 from simroll.features import FOLLOWING_ERROR_KEY, dataset_features, observation_frame
 from simroll.policies.lerobot import PolicyLoadError, load_policy
 from simroll.train.trainer import TrainConfig, train
-from tests.helpers import plain_lerobot_action
+from tests.helpers import TINY_VLA, plain_lerobot_action
 
 IMAGE_SIZE = 32
 TASKS = ("pick up the sponge and lift it gently", "squeeze the sponge firmly but carefully")
@@ -26,20 +26,6 @@ INPUTS = [
     "observation.tactile",
     "observation.state",
 ]
-TINY_VLA = {
-    "chunk_size": 4,
-    "n_action_steps": 2,
-    "patch_size": 16,
-    "stem_channels": 8,
-    "dim_model": 32,
-    "n_heads": 2,
-    "n_encoder_layers": 1,
-    "n_decoder_layers": 1,
-    "num_flow_steps": 4,
-    "optimizer_lr": 3e-3,
-    "scheduler_warmup_steps": 0,
-    "scheduler_decay_steps": 100,
-}
 
 
 @pytest.fixture(scope="module")

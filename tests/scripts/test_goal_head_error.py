@@ -9,28 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from simroll.experts import SoftExpert
-from simroll.rollout.dataset import DatasetRecorder
-from simroll.rollout.episode import EnvConfig, EnvPool
+from simroll.rollout.episode import EnvConfig
 from simroll.rollout.runner import make_specs
 from simroll.train.trainer import TrainConfig, train
-from tests.helpers import load_script
+from tests.helpers import TINY_VLA, load_script, record_expert_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = {
-    "chunk_size": 2,
-    "n_action_steps": 1,
-    "patch_size": 16,
-    "stem_channels": 8,
-    "dim_model": 32,
-    "n_heads": 2,
-    "n_encoder_layers": 1,
-    "n_decoder_layers": 1,
-    "num_flow_steps": 2,
-    "scheduler_warmup_steps": 0,
-    "scheduler_decay_steps": 4,
-    "goal_loss_weight": 1.0,
-}
 INPUTS = [
     "observation.images.scene",
     "observation.images.wrist",
@@ -44,14 +28,18 @@ def goal_checkpoint(tmp_path_factory):
     """A SimVLA with a goal head, trained a few steps on one 64 px SoftPlace expert episode."""
     root = tmp_path_factory.mktemp("datasets") / "place_64"
     (spec,) = make_specs("soft", ["SoftPlace"], ["sponge"], ["default"], 1, base_seed=50)
-    pool = EnvPool(EnvConfig(obs_mode="full", image_size=64, gripper_mode="delta"))
-    with DatasetRecorder(
-        root, pool.get(spec).observation_space, repo_id="simroll/place_64", use_videos=False
-    ) as recorder:
-        recorder.record(spec, lambda env: SoftExpert(env, "gentle"), env=pool.get(spec))
-    pool.close()
+    env = EnvConfig(obs_mode="full", image_size=64, gripper_mode="delta")
+    record_expert_dataset(root, [spec], env, use_videos=False)
     out = tmp_path_factory.mktemp("train_goal")
-    config = TrainConfig(str(root), str(out), "simvla", INPUTS, TINY, steps=4, batch_size=8)
+    config = TrainConfig(
+        str(root),
+        str(out),
+        "simvla",
+        INPUTS,
+        {**TINY_VLA, "goal_loss_weight": 1.0},
+        steps=4,
+        batch_size=8,
+    )
     config.checkpoint_every = 4
     train(config, progress=False)
     return out / "checkpoints" / "last"

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from simroll.experts import SoftExpert
-from simroll.rollout.dataset import DatasetRecorder
-from simroll.rollout.episode import EnvConfig, EnvPool
+from simroll.rollout.episode import EnvConfig
 from simroll.rollout.runner import make_specs
+from tests.helpers import record_expert_dataset
 
 
 @pytest.fixture(scope="session")
@@ -16,11 +15,4 @@ def lift_dataset(tmp_path_factory):
     specs = make_specs(
         "soft", ["SoftLift"], ["sponge", "foam_cylinder"], ["default"], 2, base_seed=1000
     )
-    pool = EnvPool(EnvConfig(obs_mode="state"))
-    with DatasetRecorder(
-        root, pool.get(specs[0]).observation_space, repo_id="simroll/lift_state", only_success=True
-    ) as recorder:
-        for spec in specs:
-            recorder.record(spec, lambda env: SoftExpert(env, "gentle"), env=pool.get(spec))
-    pool.close()
-    return root
+    return record_expert_dataset(root, specs, EnvConfig(obs_mode="state"), only_success=True)

@@ -10,27 +10,14 @@ import numpy as np
 import pytest
 import torch
 
-from simroll.experts import SoftExpert
 from simroll.features import ENVIRONMENT_STATE_KEY, ENVIRONMENT_STATE_NAMES
-from simroll.rollout.dataset import DatasetRecorder
-from simroll.rollout.episode import EnvConfig, EnvPool
+from simroll.rollout.episode import EnvConfig
 from simroll.rollout.lerobot_io import open_dataset
 from simroll.rollout.runner import make_specs
 from simroll.train.goal_labels import GoalLabelError, GoalTable, episode_goals
 from simroll.train.trainer import TrainConfig, TrainingDataError, train
+from tests.helpers import TINY_VLA, record_expert_dataset
 
-TINY = {
-    "chunk_size": 2,
-    "n_action_steps": 1,
-    "dim_model": 32,
-    "n_heads": 2,
-    "n_encoder_layers": 1,
-    "n_decoder_layers": 1,
-    "num_flow_steps": 2,
-    "optimizer_lr": 3e-3,
-    "scheduler_warmup_steps": 0,
-    "scheduler_decay_steps": 60,
-}
 INPUTS = ["observation.state", "observation.tactile"]
 
 
@@ -40,14 +27,7 @@ def place_dataset(tmp_path_factory):
     root = tmp_path_factory.mktemp("datasets") / "place_state"
     specs = make_specs("soft", ["SoftPlace"], ["sponge"], ["default"], 3, base_seed=40)
     specs += make_specs("soft", ["SoftLift"], ["sponge"], ["default"], 1, base_seed=41)
-    pool = EnvPool(EnvConfig(obs_mode="state"))
-    with DatasetRecorder(
-        root, pool.get(specs[0]).observation_space, repo_id="simroll/place_state"
-    ) as recorder:
-        for spec in specs:
-            recorder.record(spec, lambda env: SoftExpert(env, "gentle"), env=pool.get(spec))
-    pool.close()
-    return root
+    return record_expert_dataset(root, specs, EnvConfig(obs_mode="state"))
 
 
 def test_goal_labels_equal_the_target_each_episode_recorded(place_dataset):
@@ -79,7 +59,7 @@ def _config(root, out, **kwargs) -> TrainConfig:
         str(out),
         "simvla",
         INPUTS,
-        {**TINY, "goal_loss_weight": 1.0},
+        {**TINY_VLA, "goal_loss_weight": 1.0},
         steps=60,
         batch_size=16,
         log_every=20,
@@ -91,7 +71,7 @@ def _config(root, out, **kwargs) -> TrainConfig:
 
 def test_the_goal_head_learns_and_can_be_added_to_a_checkpoint_without_one(place_dataset, tmp_path):
     plain = _config(place_dataset, tmp_path / "plain")
-    plain.policy_overrides = dict(TINY)
+    plain.policy_overrides = dict(TINY_VLA)
     assert "first_goal_loss" not in train(plain, progress=False)
 
     added = _config(
@@ -116,11 +96,14 @@ def test_unlabelled_samples_do_not_move_the_goal_loss():
     from simroll.policies.vla.modeling_simvla import SimVLAModel
 
     torch.manual_seed(0)
-    config = SimVLAConfig(**{**TINY, "goal_loss_weight": 1.0})
+    config = SimVLAConfig(**{**TINY_VLA, "goal_loss_weight": 1.0})
     config.input_features = {"observation.state": PolicyFeature(FeatureType.STATE, (12,))}
     config.output_features = {"action": PolicyFeature(FeatureType.ACTION, (5,))}
     model = SimVLAModel(config)
-    context, mask = torch.randn(4, 3, 32), torch.ones(4, 1, 1, 3, dtype=torch.bool)
+    context, mask = (
+        torch.randn(4, 3, TINY_VLA["dim_model"]),
+        torch.ones(4, 1, 1, 3, dtype=torch.bool),
+    )
     batch = {GOAL_LABEL_KEY: torch.randn(4, 2) * 0.1, GOAL_MASK_KEY: torch.tensor([1.0, 0, 1, 0])}
     first = model.goal_error(context, mask, batch)
     batch[GOAL_LABEL_KEY][1] = 100.0  # an unlabelled sample's label is never read

@@ -9,12 +9,11 @@ import torch
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from simroll.experts import SoftExpert
-from simroll.rollout.dataset import DatasetRecorder
-from simroll.rollout.episode import EnvConfig, EnvPool
+from simroll.rollout.episode import EnvConfig
 from simroll.rollout.lerobot_io import open_dataset
 from simroll.rollout.runner import make_specs
 from simroll.train.video_cache import DecodedVideos, cache_videos
+from tests.helpers import record_expert_dataset
 
 CAMERAS = ("observation.images.scene", "observation.images.wrist")
 # a past frame and a future one too, so queries reach across episode ends (LeRobot pads them)
@@ -25,14 +24,7 @@ DELTAS = {"observation.images.scene": [-0.1, 0.0], "observation.images.wrist": [
 def video_dataset(tmp_path_factory):
     root = tmp_path_factory.mktemp("datasets") / "lift_full"
     specs = make_specs("soft", ["SoftLift"], ["sponge", "tofu"], ["default"], 1, base_seed=7)
-    pool = EnvPool(EnvConfig(obs_mode="full", image_size=32))
-    with DatasetRecorder(
-        root, pool.get(specs[0]).observation_space, repo_id="simroll/lift_full"
-    ) as recorder:
-        for spec in specs:
-            recorder.record(spec, lambda env: SoftExpert(env, "gentle"), env=pool.get(spec))
-    pool.close()
-    return root
+    return record_expert_dataset(root, specs, EnvConfig(obs_mode="full", image_size=32))
 
 
 def _open(root):

@@ -340,15 +340,18 @@ class SimVLAModel(nn.Module):
             x = block(x, kv, mask)
         return self.action_out(self.decoder_norm(x))
 
+    def predict_goal(self, context: Tensor, mask: Tensor) -> Tensor:
+        """The goal head's target position (B, 2) in ``goal_loss_scale`` units, read from the
+        mean of the encoded context's real tokens."""
+        real = mask[:, 0, 0, :].unsqueeze(-1).to(context.dtype)  # (B, tokens, 1)
+        return self.goal_head((context * real).sum(dim=1) / real.sum(dim=1))
+
     def goal_error(self, context: Tensor, mask: Tensor, batch: dict[str, Any]) -> Tensor | None:
-        """Mean squared error of the goal head's target position over the batch's labelled
-        samples (``GOAL_MASK_KEY``), in ``goal_loss_scale`` units; None without a head or labels.
-        The head reads the mean of the encoded context's real tokens."""
+        """Mean squared error of :meth:`predict_goal` over the batch's labelled samples
+        (``GOAL_MASK_KEY``), in ``goal_loss_scale`` units; None without a head or labels."""
         if not hasattr(self, "goal_head") or GOAL_LABEL_KEY not in batch:
             return None
-        real = mask[:, 0, 0, :].unsqueeze(-1).to(context.dtype)  # (B, tokens, 1)
-        pooled = (context * real).sum(dim=1) / real.sum(dim=1)
-        predicted = self.goal_head(pooled)
+        predicted = self.predict_goal(context, mask)
         target = batch[GOAL_LABEL_KEY].to(predicted) / self.config.goal_loss_scale
         labelled = batch[GOAL_MASK_KEY].to(predicted)
         per_sample = ((predicted - target) ** 2).mean(dim=-1)
