@@ -11,6 +11,13 @@ from pathlib import Path
 from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
+# what the shipped SimVLA reads (a collect dataset's other features are dropped)
+VLA_INPUTS = [
+    "observation.images.scene",
+    "observation.images.wrist",
+    "observation.tactile",
+    "observation.state",
+]
 # a SimVLA that trains in seconds (overrides of the recipe; a test adds what it varies)
 TINY_VLA = {
     "chunk_size": 4,

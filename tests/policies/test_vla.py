@@ -17,15 +17,10 @@ from simroll.features import FOLLOWING_ERROR_KEY, dataset_features, observation_
 from simroll.policies.lerobot import PolicyLoadError, load_policy
 from simroll.train.trainer import TrainConfig, train
 from tests.helpers import TINY_VLA, plain_lerobot_action
+from tests.helpers import VLA_INPUTS as INPUTS
 
 IMAGE_SIZE = 32
 TASKS = ("pick up the sponge and lift it gently", "squeeze the sponge firmly but carefully")
-INPUTS = [
-    "observation.images.scene",
-    "observation.images.wrist",
-    "observation.tactile",
-    "observation.state",
-]
 
 
 @pytest.fixture(scope="module")

@@ -12,15 +12,9 @@ import pytest
 from simroll.rollout.episode import EnvConfig
 from simroll.rollout.runner import make_specs
 from simroll.train.trainer import TrainConfig, train
-from tests.helpers import TINY_VLA, load_script, record_expert_dataset
+from tests.helpers import TINY_VLA, VLA_INPUTS, load_script, record_expert_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
-INPUTS = [
-    "observation.images.scene",
-    "observation.images.wrist",
-    "observation.tactile",
-    "observation.state",
-]
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +29,7 @@ def goal_checkpoint(tmp_path_factory):
         str(root),
         str(out),
         "simvla",
-        INPUTS,
+        VLA_INPUTS,
         {**TINY_VLA, "goal_loss_weight": 1.0},
         steps=4,
         batch_size=8,
