@@ -225,6 +225,8 @@ def test_dead_worker_becomes_an_error_record(tmp_path):
     assert retry[0].success and retry[0].extra["attempt"] == 2
 
 
+@pytest.mark.slow  # two Ray actors start: about a minute on a 2-core machine; the fast suite
+# keeps Ray through test_backends.py's dead-actor test and local/vector equality here
 def test_ray_backend_gives_the_same_receipts_as_local(local_receipts):
     pytest.importorskip("ray", reason="the ray extra is not installed")
     remote = run_backend("ray", BACKEND_JOB, BACKEND_SPECS, workers=2)

@@ -39,6 +39,7 @@ def goal_checkpoint(tmp_path_factory):
     return out / "checkpoints" / "last"
 
 
+@pytest.mark.slow  # records a 64 px episode and trains: ~11 s for a measurement script
 def test_the_head_is_scored_per_phase_against_the_mean_target(goal_checkpoint, tmp_path):
     output = tmp_path / "goal.json"
     argv = ["--policy", str(goal_checkpoint), "--objects", "sponge", "--episodes", "2"]
