@@ -25,13 +25,13 @@ import numpy as np
 
 def main(argv: list[str] | None = None) -> dict:
     os.environ.setdefault("MUJOCO_GL", "egl")
-    import gymnasium as gym
     import torch
 
     import simroll.envs  # noqa: F401
     from simroll.experts import SoftExpert
     from simroll.io import write_json_atomic
     from simroll.policies.lerobot import load_policy
+    from simroll.rollout.episode import EnvConfig, EnvPool
     from simroll.rollout.runner import make_specs
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -48,18 +48,10 @@ def main(argv: list[str] | None = None) -> dict:
     specs = make_specs("soft", ["SoftPlace"], args.objects, ["default"], args.episodes, args.seed)
     errors: dict[str, list[float]] = defaultdict(list)
     rows: list[tuple[str, np.ndarray, np.ndarray]] = []  # (phase, prediction, target)
-    envs: dict[str, gym.Env] = {}
+    pool = EnvPool(EnvConfig(obs_mode="full", image_size=64, gripper_mode="delta"))
     policy = None
     for spec in specs:
-        if spec.object not in envs:
-            envs[spec.object] = gym.make(
-                "simroll/SoftPlace-v0",
-                object=spec.object,
-                obs_mode="full",
-                image_size=64,
-                gripper_mode="delta",
-            )
-        env = envs[spec.object]
+        env = pool.get(spec)
         if policy is None:
             policy = load_policy(env, args.policy)
             model = policy.policy.model
@@ -81,15 +73,15 @@ def main(argv: list[str] | None = None) -> dict:
             obs, _, terminated, truncated, _ = env.step(action)
             done = terminated or truncated
             step += 1
-    for env in envs.values():
-        env.close()
+    pool.close()
 
     targets = np.array([row[2] for row in rows])
     mean_target = np.unique(targets, axis=0).mean(axis=0)  # one vote per spec
     baseline: list[float] = []
     for phase, predicted, target in rows:
-        errors[phase].append(float(np.linalg.norm(predicted - target)))
-        errors["all"].append(float(np.linalg.norm(predicted - target)))
+        error = float(np.linalg.norm(predicted - target))
+        errors[phase].append(error)
+        errors["all"].append(error)
         baseline.append(float(np.linalg.norm(mean_target - target)))
 
     def stats(values: list[float]) -> dict:

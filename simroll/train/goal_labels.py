@@ -9,7 +9,6 @@ privileged feature in the dataset. Only tasks whose target the cameras see are l
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
@@ -17,7 +16,6 @@ import torch
 from simroll.rollout.records import EpisodeSpec
 
 GOAL_TASKS = ("SoftPlace",)
-EPISODES_FILE = "simroll_episodes.jsonl"
 
 
 class GoalLabelError(ValueError):
@@ -27,23 +25,22 @@ class GoalLabelError(ValueError):
 def episode_goals(root: str | Path) -> dict[int, tuple[float, float]]:
     """``{episode_index: (x, y)}``: the target's table position of each episode of the dataset at
     ``root`` whose task is in ``GOAL_TASKS``, from a reset of a state-only env with its spec."""
-    path = Path(root) / "meta" / EPISODES_FILE
-    if not path.is_file():
+    # simulator and dataset code, only when labelling
+    from simroll.rollout.dataset import EPISODES_META, load_episode_meta
+    from simroll.rollout.episode import EnvConfig, EnvPool
+
+    if not (Path(root) / EPISODES_META).is_file():
         raise GoalLabelError(
-            f"{path} is missing: goal labels need the episode specs that `simroll collect` "
-            "and DAgger rounds write there"
+            f"{Path(root) / EPISODES_META} is missing: goal labels need the episode specs that "
+            "`simroll collect` and DAgger rounds write there"
         )
     specs: dict[int, EpisodeSpec] = {}
-    for line in path.read_text().splitlines():
-        if line.strip():
-            row = json.loads(line)
-            spec = EpisodeSpec.from_dict(row["spec"])
-            if spec.suite != "soft":
-                raise GoalLabelError(f"goal labels are for the soft suite, got spec {spec.key}")
-            if spec.task in GOAL_TASKS:
-                specs[int(row["episode_index"])] = spec
-    from simroll.rollout.episode import EnvConfig, EnvPool  # simulator code, only when labelling
-
+    for index, row in load_episode_meta(root).items():
+        spec = EpisodeSpec.from_dict(row["spec"])
+        if spec.suite != "soft":
+            raise GoalLabelError(f"goal labels are for the soft suite, got spec {spec.key}")
+        if spec.task in GOAL_TASKS:
+            specs[index] = spec
     pool = EnvPool(EnvConfig(obs_mode="state"))
     goals: dict[int, tuple[float, float]] = {}
     try:
