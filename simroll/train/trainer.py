@@ -322,8 +322,9 @@ def _pretrained_policy(policy_config, path: Path):
 
 
 def _with_new_goal_head(policy_class, policy_config, path: Path):
-    """A fine-tune that adds the auxiliary goal head (``goal_loss_weight`` > 0) to a checkpoint
-    trained without one: every other tensor must match; the head starts freshly initialised."""
+    """A fine-tune that adds the auxiliary goal head (``goal_loss_weight`` > 0) and, with
+    ``goal_conditioning``, the decoder's map of its estimate, to a checkpoint trained without
+    them: every other tensor must match; the new ones start freshly initialised."""
     from safetensors.torch import load_file
 
     policy = policy_class(policy_config)
@@ -333,7 +334,8 @@ def _with_new_goal_head(policy_class, policy_config, path: Path):
         raise TrainingDataError(
             f"init_from={path} does not fit the {policy_config.type} recipe: {exc}"
         ) from exc
-    extra = [key for key in result.missing_keys if not key.startswith("model.goal_head.")]
+    new = ("model.goal_head.", "model.goal_in.")
+    extra = [key for key in result.missing_keys if not key.startswith(new)]
     if extra or result.unexpected_keys:
         raise TrainingDataError(
             f"init_from={path} does not fit the {policy_config.type} recipe: missing "

@@ -1,6 +1,7 @@
 """Goal labels for SimVLA's auxiliary target loss: recomputed from each episode's spec, they
 equal the target the dataset recorded; the head learns them, ignores unlabelled frames, and a
-fine-tune may add the head to a checkpoint trained without one."""
+fine-tune may add the head to a checkpoint trained without one. With ``goal_conditioning`` the
+decoder reads the head's estimate: neutral at first, then steering, never training the head."""
 
 from __future__ import annotations
 
@@ -88,28 +89,76 @@ def test_the_goal_head_learns_and_can_be_added_to_a_checkpoint_without_one(place
         train(wider, progress=False)
 
 
-def test_unlabelled_samples_do_not_move_the_goal_loss():
+def _tiny_model(**overrides):
     from lerobot.configs import FeatureType, PolicyFeature
 
-    from simroll.features import GOAL_LABEL_KEY, GOAL_MASK_KEY
     from simroll.policies.vla.configuration_simvla import SimVLAConfig
     from simroll.policies.vla.modeling_simvla import SimVLAModel
 
-    torch.manual_seed(0)
-    config = SimVLAConfig(**{**TINY_VLA, "goal_loss_weight": 1.0})
+    config = SimVLAConfig(**{**TINY_VLA, "goal_loss_weight": 1.0, **overrides})
     config.input_features = {"observation.state": PolicyFeature(FeatureType.STATE, (12,))}
     config.output_features = {"action": PolicyFeature(FeatureType.ACTION, (5,))}
-    model = SimVLAModel(config)
+    return SimVLAModel(config)
+
+
+def test_goal_conditioning_starts_neutral_and_then_steers_the_actions():
+    from lerobot.utils.constants import ACTION
+
+    from simroll.features import GOAL_LABEL_KEY, GOAL_MASK_KEY
+
+    torch.manual_seed(0)
+    plain = _tiny_model()
+    with torch.no_grad():  # a trained output layer (a fresh one is zero: no gradient reaches in)
+        plain.action_out.weight.normal_()
+    conditioned = _tiny_model(goal_conditioning=True)
+    missing = conditioned.load_state_dict(plain.state_dict(), strict=False).missing_keys
+    assert sorted(missing) == ["goal_in.bias", "goal_in.weight"]
+    batch = {"observation.state": torch.randn(3, 12), "task": ["put it on the green disc"] * 3}
+    noise = torch.randn(3, TINY_VLA["chunk_size"], 5)
+    plain.eval(), conditioned.eval()
+    # a zero map: the added decoder input changes nothing until it is trained
+    assert torch.equal(conditioned.sample(batch, noise), plain.sample(batch, noise))
+
+    # the action loss does not reach the head (its estimate is detached), but it trains the map
+    batch.update({ACTION: torch.randn(3, TINY_VLA["chunk_size"], 5)})
+    batch.update({GOAL_LABEL_KEY: torch.zeros(3, 2), GOAL_MASK_KEY: torch.ones(3)})
+    errors, _ = conditioned.loss(batch)
+    errors.mean().backward()
+    assert all(p.grad is None or not p.grad.any() for p in conditioned.goal_head.parameters())
+    assert conditioned.goal_in.weight.grad.abs().sum() > 0
+
+    with torch.no_grad():  # once the map is non-zero, the head's estimate moves the actions
+        conditioned.goal_in.weight.normal_()
+        before = conditioned.sample(batch, noise)
+        conditioned.goal_head[-1].bias.add_(1.0)
+        assert not torch.allclose(conditioned.sample(batch, noise), before)
+
+
+def test_goal_conditioning_without_the_head_is_refused():
+    from simroll.policies.vla.configuration_simvla import SimVLAConfig
+
+    with pytest.raises(ValueError, match="goal_conditioning needs the goal head"):
+        SimVLAConfig(goal_conditioning=True)
+    with pytest.raises(ValueError, match="goal_conditioning must be true or false, got 'yes'"):
+        SimVLAConfig(goal_loss_weight=1.0, goal_conditioning="yes")
+
+
+def test_unlabelled_samples_do_not_move_the_goal_loss():
+    from simroll.features import GOAL_LABEL_KEY, GOAL_MASK_KEY
+
+    torch.manual_seed(0)
+    model = _tiny_model()
     context, mask = (
         torch.randn(4, 3, TINY_VLA["dim_model"]),
         torch.ones(4, 1, 1, 3, dtype=torch.bool),
     )
     batch = {GOAL_LABEL_KEY: torch.randn(4, 2) * 0.1, GOAL_MASK_KEY: torch.tensor([1.0, 0, 1, 0])}
-    first = model.goal_error(context, mask, batch)
+    predicted = model.predict_goal(context, mask)
+    first = model.goal_error(predicted, batch)
     batch[GOAL_LABEL_KEY][1] = 100.0  # an unlabelled sample's label is never read
-    assert torch.equal(model.goal_error(context, mask, batch), first)
+    assert torch.equal(model.goal_error(predicted, batch), first)
     batch[GOAL_LABEL_KEY][0] = 100.0
-    assert model.goal_error(context, mask, batch) > first
+    assert model.goal_error(predicted, batch) > first
 
 
 def test_goal_loss_on_a_dataset_without_targets_is_refused(lift_dataset, tmp_path):

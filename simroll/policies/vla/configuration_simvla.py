@@ -13,7 +13,8 @@ the scale of the flow's starting noise (0: a deterministic policy), and
 (a training setting) gives the model the last that many observations instead of one; with 2 the
 shipped recipe scored much worse in closed loop (README, "A memory of the previous frame").
 ``goal_loss_weight`` (training) adds an auxiliary head that predicts the SoftPlace target's
-position; measured in README, "An auxiliary target estimate".
+position; measured in README, "An auxiliary target estimate". ``goal_conditioning`` (training)
+feeds that estimate to the action decoder.
 """
 
 from __future__ import annotations
@@ -147,6 +148,9 @@ class SimVLAConfig(AdamWCosinePresets, PreTrainedConfig):
     # (``simroll.train.goal_labels``); the actions never read the head.
     goal_loss_weight: float = 0.0
     goal_loss_scale: float = 0.1
+    # Training: the decoder reads the goal head's estimate (needs goal_loss_weight > 0); a
+    # fine-tune may add it to a checkpoint without it (its input map starts at zero).
+    goal_conditioning: bool = False
 
     # Training presets.
     optimizer_lr: float = 3e-4
@@ -195,6 +199,15 @@ class SimVLAConfig(AdamWCosinePresets, PreTrainedConfig):
                 raise ValueError(f"{name} must be a number >= 0, got {value!r}")
         if not self.goal_loss_scale > 0:
             raise ValueError(f"goal_loss_scale must be > 0, got {self.goal_loss_scale!r}")
+        if not isinstance(self.goal_conditioning, bool):
+            raise ValueError(
+                f"goal_conditioning must be true or false, got {self.goal_conditioning!r}"
+            )
+        if self.goal_conditioning and not self.goal_loss_weight > 0:
+            raise ValueError(
+                "goal_conditioning needs the goal head it reads: set goal_loss_weight > 0 "
+                f"(got {self.goal_loss_weight!r})"
+            )
         if self.temporal_ensemble_coeff is not None:
             if isinstance(self.temporal_ensemble_coeff, bool) or not isinstance(
                 self.temporal_ensemble_coeff, int | float

@@ -21,7 +21,10 @@ ensembling, LeRobot's implementation).
 
 With ``goal_loss_weight`` > 0 a small head on the mean of the encoded context predicts the
 target's table position (``GOAL_AXES``), trained against the labels the trainer adds to the batch
-(``simroll.train.goal_labels``); its error joins the training loss and inference never runs it.
+(``simroll.train.goal_labels``); its error joins the training loss. With ``goal_conditioning``
+the decoder also reads that estimate: a linear map of it (detached, so only the labels train the
+head; zero at initialisation, so a fine-tune starts from its checkpoint's behaviour) is added to
+every action token, and inference runs the head too. Without it inference never runs the head.
 
 Acceleration knobs (config fields, settable through ``load_policy(..., overrides=...)``):
 ``num_flow_steps``, ``n_action_steps``, ``keep_visual_tokens`` (keep the top-k patch tokens of
@@ -239,6 +242,10 @@ class SimVLAModel(nn.Module):
             self.goal_head = nn.Sequential(
                 nn.Linear(dim, dim), nn.GELU(), nn.Linear(dim, len(GOAL_AXES))
             )
+        if config.goal_conditioning:  # the decoder reads the head's estimate (needs the head)
+            self.goal_in = nn.Linear(len(GOAL_AXES), dim)
+            nn.init.zeros_(self.goal_in.weight)
+            nn.init.zeros_(self.goal_in.bias)
 
     # ------------------------------------------------------------------ context
     def visual_tokens(self, batch: dict[str, Any]) -> Tensor:
@@ -325,9 +332,16 @@ class SimVLAModel(nn.Module):
         return [block.cross_attention.project_kv(context) for block in self.decoder]
 
     def velocity(
-        self, x_t: Tensor, time: Tensor, context_kv: list[tuple[Tensor, Tensor]], mask: Tensor
+        self,
+        x_t: Tensor,
+        time: Tensor,
+        context_kv: list[tuple[Tensor, Tensor]],
+        mask: Tensor,
+        condition: Tensor | None = None,
     ) -> Tensor:
-        """Predicted flow velocity (B, chunk, action_dim) of the noisy chunk ``x_t`` at ``time``."""
+        """Predicted flow velocity (B, chunk, action_dim) of the noisy chunk ``x_t`` at ``time``;
+        ``condition`` (B, dim), when given, is added to every action token
+        (:meth:`goal_condition`)."""
         config = self.config
         time_embedding = create_sinusoidal_pos_embedding(
             time, config.dim_model, config.min_period, config.max_period, device=x_t.device
@@ -336,6 +350,8 @@ class SimVLAModel(nn.Module):
         time_embedding = time_embedding[:, None, :].expand_as(actions)
         x = self.action_time_mlp(torch.cat([actions, time_embedding], dim=-1))
         x = x + self.action_position[: x.shape[1]]
+        if condition is not None:
+            x = x + condition[:, None, :]
         for block, kv in zip(self.decoder, context_kv, strict=True):
             x = block(x, kv, mask)
         return self.action_out(self.decoder_norm(x))
@@ -346,12 +362,19 @@ class SimVLAModel(nn.Module):
         real = mask[:, 0, 0, :].unsqueeze(-1).to(context.dtype)  # (B, tokens, 1)
         return self.goal_head((context * real).sum(dim=1) / real.sum(dim=1))
 
-    def goal_error(self, context: Tensor, mask: Tensor, batch: dict[str, Any]) -> Tensor | None:
-        """Mean squared error of :meth:`predict_goal` over the batch's labelled samples
-        (``GOAL_MASK_KEY``), in ``goal_loss_scale`` units; None without a head or labels."""
-        if not hasattr(self, "goal_head") or GOAL_LABEL_KEY not in batch:
+    def goal_condition(self, predicted: Tensor | None) -> Tensor | None:
+        """The decoder's conditioning (B, dim) on the goal head's estimate ``predicted``
+        (detached: the action loss does not train the head); None without ``goal_conditioning``."""
+        if not self.config.goal_conditioning:
             return None
-        predicted = self.predict_goal(context, mask)
+        return self.goal_in(predicted.detach())
+
+    def goal_error(self, predicted: Tensor | None, batch: dict[str, Any]) -> Tensor | None:
+        """Mean squared error of the goal head's estimate ``predicted`` (:meth:`predict_goal`)
+        over the batch's labelled samples (``GOAL_MASK_KEY``), in ``goal_loss_scale`` units;
+        None without a head or labels."""
+        if predicted is None or GOAL_LABEL_KEY not in batch:
+            return None
         target = batch[GOAL_LABEL_KEY].to(predicted) / self.config.goal_loss_scale
         labelled = batch[GOAL_MASK_KEY].to(predicted)
         per_sample = ((predicted - target) ** 2).mean(dim=-1)
@@ -377,10 +400,11 @@ class SimVLAModel(nn.Module):
         x_t = expanded * noise + (1 - expanded) * actions
         target = noise - actions
         context, mask = self.encode(batch)
-        predicted = self.velocity(x_t, time, self.context_kv(context), mask)
-        return F.mse_loss(predicted, target, reduction="none"), self.goal_error(
-            context, mask, batch
+        goal = self.predict_goal(context, mask) if hasattr(self, "goal_head") else None
+        predicted = self.velocity(
+            x_t, time, self.context_kv(context), mask, self.goal_condition(goal)
         )
+        return F.mse_loss(predicted, target, reduction="none"), self.goal_error(goal, batch)
 
     @torch.no_grad()
     def sample(self, batch: dict[str, Any], noise: Tensor | None = None) -> Tensor:
@@ -390,8 +414,13 @@ class SimVLAModel(nn.Module):
         if noise is None:
             noise = sample_noise(shape, context.device) * self.config.noise_scale
         kv = self.context_kv(context)
+        condition = (
+            self.goal_condition(self.predict_goal(context, mask))
+            if self.config.goal_conditioning
+            else None
+        )
         return euler_integrate(
-            lambda x_t, time: self.velocity(x_t, time, kv, mask),
+            lambda x_t, time: self.velocity(x_t, time, kv, mask, condition),
             noise,
             self.config.num_flow_steps,
         )
