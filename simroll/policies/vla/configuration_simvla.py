@@ -14,7 +14,8 @@ the scale of the flow's starting noise (0: a deterministic policy), and
 shipped recipe scored much worse in closed loop (README, "A memory of the previous frame").
 ``goal_loss_weight`` (training) adds an auxiliary head that predicts the SoftPlace target's
 position; measured in README, "An auxiliary target estimate". ``goal_conditioning`` (training)
-feeds that estimate to the action decoder.
+feeds that estimate to the action decoder; it placed no better (README, "The estimate fed to the
+action decoder").
 """
 
 from __future__ import annotations
