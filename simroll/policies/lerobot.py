@@ -13,6 +13,9 @@ into a LeRobot batch with the dataset recorder's own mapping
 ``select_action`` re-plans from a queue (ACT, diffusion, SimVLA) it keeps that queue itself,
 calling ``predict_action_chunk`` when it runs dry, and it counts network evaluations with a
 forward hook on the module each evaluation runs once.
+
+A SimVLA trained with ``goal_source="label"`` reads the task's true target: :func:`load_policy`
+gives its wrapper the env's target (:func:`env_goal`), added to the batch at every re-plan.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from simroll.checks import is_int
 from simroll.features import (
     ACTION_DIM,
     ENVIRONMENT_STATE_KEY,
+    GOAL_LABEL_KEY,
+    GOAL_MASK_KEY,
     IMAGE_PREFIX,
     TACTILE_IMAGE_KEY,
     TACTILE_KEY,
@@ -55,6 +60,7 @@ __all__ = [
     "UntrustedCheckpointError",
     "check_compatible",
     "check_gripper_mode",
+    "env_goal",
     "load_policy",
     "read_env_record",
     "register_policy_types",
@@ -93,9 +99,16 @@ class LeRobotPolicy:
     """
 
     def __init__(
-        self, policy, preprocessor, postprocessor, task: str | None = None, noise_seed: int = 0
+        self,
+        policy,
+        preprocessor,
+        postprocessor,
+        task: str | None = None,
+        noise_seed: int = 0,
+        goal: Callable[[], tuple[np.ndarray, bool]] | None = None,
     ):
         self.policy, self.preprocessor, self.postprocessor = policy, preprocessor, postprocessor
+        self.goal = goal  # the task's target (x, y) and whether it has one, read at each re-plan
         self.noise_seed = int(noise_seed)
         self._reseed = False
         config = policy.config
@@ -166,10 +179,21 @@ class LeRobotPolicy:
             for key, value in latest.items()
         }
 
+    def _with_goal(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """``batch`` plus the target (``GOAL_LABEL_KEY``, ``GOAL_MASK_KEY``) when the policy
+        reads it."""
+        if self.goal is None:
+            return batch
+        target, labelled = self.goal()
+        goal = torch.as_tensor(np.asarray(target, dtype=np.float32)[:2]).unsqueeze(0)
+        return {**batch, GOAL_LABEL_KEY: goal, GOAL_MASK_KEY: torch.tensor([float(labelled)])}
+
     def _chunk(self, batch: dict[str, Any], steps: int | None = None) -> np.ndarray:
         """The predicted chunk's first ``steps`` actions (all when None) as (steps, action_dim),
         un-normalized and clipped to the action space."""
-        chunk = self.postprocessor(self.policy.predict_action_chunk(batch)[:, :steps])
+        chunk = self.postprocessor(
+            self.policy.predict_action_chunk(self._with_goal(batch))[:, :steps]
+        )
         return np.clip(chunk[0].cpu().numpy().astype(np.float32), -1.0, 1.0)
 
     @torch.no_grad()
@@ -179,7 +203,7 @@ class LeRobotPolicy:
             self._reseed = False
             torch.manual_seed((torch.initial_seed() + NOISE_SEED_STRIDE * self.noise_seed) % 2**63)
         if not self.owns_queue:
-            batch = self.preprocessor(self.batch(obs))
+            batch = self._with_goal(self.preprocessor(self.batch(obs)))
             action = self.postprocessor(self.policy.select_action(batch))
             if self._hook is None:
                 self._evaluations += 1
@@ -330,4 +354,30 @@ def load_policy(
         raise
     except Exception as exc:  # noqa: BLE001 - any loader failure means a bad checkpoint
         raise PolicyLoadError(f"cannot load policy checkpoint {path}: {exc}") from exc
-    return LeRobotPolicy(policy, preprocessor, postprocessor, noise_seed=noise_seed)
+    config = policy.config
+    reads_target = getattr(config, "goal_conditioning", False) and (
+        getattr(config, "goal_source", "estimate") == "label"
+    )
+    goal = env_goal(env, path) if reads_target else None
+    return LeRobotPolicy(policy, preprocessor, postprocessor, noise_seed=noise_seed, goal=goal)
+
+
+def env_goal(env, path: str | Path = "the policy") -> Callable[[], tuple[np.ndarray, bool]]:
+    """What a policy that reads the true target (SimVLA's ``goal_source="label"``) is given:
+    a callable returning the env's current target ``(x, y)`` and whether its task has one the
+    policy was trained with (``simroll.train.goal_labels.GOAL_TASKS``), read at each call so that
+    every episode's reset target is the one used."""
+    from simroll.train.goal_labels import GOAL_TASKS
+
+    task_env = env.unwrapped
+    if not hasattr(task_env, "goal_position"):
+        raise PolicyLoadError(
+            f"{path} reads the task's target (goal_source='label'), which only simroll's task "
+            f"envs give (goal_position()); got {type(task_env).__name__}"
+        )
+    labelled = getattr(task_env, "task_name", None) in GOAL_TASKS
+
+    def target() -> tuple[np.ndarray, bool]:
+        return np.asarray(task_env.goal_position(), dtype=np.float32)[:2], labelled
+
+    return target

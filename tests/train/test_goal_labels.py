@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -172,3 +173,91 @@ def test_bad_goal_loss_weights_are_refused(value):
 
     with pytest.raises(ValueError, match="goal_loss_weight must be a number >= 0"):
         SimVLAConfig(goal_loss_weight=value)
+
+
+def test_the_label_source_reads_the_true_target_not_the_estimate():
+    from simroll.features import GOAL_LABEL_KEY, GOAL_MASK_KEY
+
+    torch.manual_seed(0)
+    model = _tiny_model(goal_conditioning=True, goal_source="label")
+    with torch.no_grad():
+        model.action_out.weight.normal_()
+        model.goal_in.weight.normal_()
+    model.eval()
+    batch = {
+        "observation.state": torch.randn(2, 12),
+        "task": ["put it on the green disc"] * 2,
+        GOAL_LABEL_KEY: torch.tensor([[0.1, -0.05], [0.0, 0.12]]),
+        GOAL_MASK_KEY: torch.tensor([1.0, 0.0]),
+    }
+    noise = torch.randn(2, TINY_VLA["chunk_size"], 5)
+    before = model.sample(batch, noise)
+    with torch.no_grad():  # the head's estimate is not what the decoder reads
+        model.goal_head[-1].bias.add_(1.0)
+    assert torch.equal(model.sample(batch, noise), before)
+    moved = {**batch, GOAL_LABEL_KEY: batch[GOAL_LABEL_KEY] + 0.05}
+    after = model.sample(moved, noise)
+    assert not torch.allclose(after[0], before[0])  # the labelled sample's target steers it
+    assert torch.equal(after[1], before[1])  # an unlabelled sample's target is never read
+
+    with pytest.raises(ValueError, match=r"goal_source='label' needs the target in the batch"):
+        model.sample({"observation.state": batch["observation.state"], "task": batch["task"]})
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"goal_conditioning": True, "goal_source": "oracle"}, "goal_source must be one of"),
+        ({"goal_source": "label"}, "goal_source='label' feeds the target to the decoder"),
+    ],
+)
+def test_bad_goal_sources_are_refused(fields, message):
+    from simroll.policies.vla.configuration_simvla import SimVLAConfig
+
+    with pytest.raises(ValueError, match=message):
+        SimVLAConfig(goal_loss_weight=1.0, **fields)
+
+
+def test_a_label_reading_checkpoint_is_given_each_episodes_target(place_dataset, tmp_path):
+    from simroll.features import GOAL_LABEL_KEY, GOAL_MASK_KEY
+    from simroll.policies.lerobot import PolicyLoadError, env_goal, load_policy
+
+    config = _config(place_dataset, tmp_path / "label")
+    config.policy_overrides = {
+        **config.policy_overrides,
+        "goal_conditioning": True,
+        "goal_source": "label",
+    }
+    config.steps, config.checkpoint_every = 20, 20
+    train(config, progress=False)
+    checkpoint = tmp_path / "label/checkpoints/last"
+    for task, labelled in (("SoftPlace", 1.0), ("SoftLift", 0.0)):
+        (spec,) = make_specs("soft", [task], ["sponge"], ["default"], 1, base_seed=7)
+        env = EnvConfig(obs_mode="state").make(spec)
+        try:
+            policy = load_policy(env, checkpoint)
+            seen = []
+            plan = policy.policy.predict_action_chunk
+
+            def recorded(batch, plan=plan, seen=seen, **kwargs):
+                seen.append((batch[GOAL_LABEL_KEY].clone(), batch[GOAL_MASK_KEY].clone()))
+                return plan(batch, **kwargs)
+
+            policy.policy.predict_action_chunk = recorded
+            for seed in (spec.seed, spec.seed + 1):  # a new episode's target is the one used
+                obs, _ = env.reset(seed=seed)
+                policy.reset()
+                policy.select_action(obs)
+                target, mask = seen[-1]
+                np.testing.assert_allclose(
+                    target[0].numpy(), env.unwrapped.goal_position()[:2], atol=1e-6
+                )
+                assert mask.tolist() == [labelled]
+            if labelled:
+                assert not torch.equal(seen[0][0], seen[1][0])
+        finally:
+            env.close()
+
+    other = gym.make("CartPole-v1")  # an env without a task target
+    with pytest.raises(PolicyLoadError, match=r"only simroll's task envs give.*CartPoleEnv"):
+        env_goal(other, checkpoint)

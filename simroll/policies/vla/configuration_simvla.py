@@ -15,7 +15,8 @@ shipped recipe scored much worse in closed loop (README, "A memory of the previo
 ``goal_loss_weight`` (training) adds an auxiliary head that predicts the SoftPlace target's
 position; measured in README, "An auxiliary target estimate". ``goal_conditioning`` (training)
 feeds that estimate to the action decoder; it placed no better (README, "The estimate fed to the
-action decoder").
+action decoder"). ``goal_source="label"`` feeds the true target instead (privileged: README, "The
+true target fed to the action decoder").
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from simroll.features import (
 from simroll.policies.presets import AdamWCosinePresets
 
 logger = logging.getLogger(__name__)
+
+GOAL_SOURCES = ("estimate", "label")  # what goal_conditioning feeds the decoder
 
 # The instruction vocabulary: every word of simroll's task templates and object names, plus common
 # manipulation words so that paraphrases mostly stay in-vocabulary. Anything else maps to <unk>.
@@ -152,6 +155,11 @@ class SimVLAConfig(AdamWCosinePresets, PreTrainedConfig):
     # Training: the decoder reads the goal head's estimate (needs goal_loss_weight > 0); a
     # fine-tune may add it to a checkpoint without it (its input map starts at zero).
     goal_conditioning: bool = False
+    # What that conditioning reads: "estimate" (the goal head's, from the images) or "label" (the
+    # task's true target: the trainer's labels, and at inference the env's target, which
+    # ``load_policy`` passes in). "label" is privileged, like ManiSkill's ``goal_pos``: it
+    # measures how much placing depends on locating the target, not a pixels-only policy.
+    goal_source: str = "estimate"
 
     # Training presets.
     optimizer_lr: float = 3e-4
@@ -203,6 +211,15 @@ class SimVLAConfig(AdamWCosinePresets, PreTrainedConfig):
         if not isinstance(self.goal_conditioning, bool):
             raise ValueError(
                 f"goal_conditioning must be true or false, got {self.goal_conditioning!r}"
+            )
+        if self.goal_source not in GOAL_SOURCES:
+            raise ValueError(
+                f"goal_source must be one of {list(GOAL_SOURCES)}, got {self.goal_source!r}"
+            )
+        if self.goal_source == "label" and not self.goal_conditioning:
+            raise ValueError(
+                "goal_source='label' feeds the target to the decoder: it needs "
+                "goal_conditioning=true"
             )
         if self.goal_conditioning and not self.goal_loss_weight > 0:
             raise ValueError(

@@ -25,6 +25,9 @@ target's table position (``GOAL_AXES``), trained against the labels the trainer 
 the decoder also reads that estimate: a linear map of it (detached, so only the labels train the
 head; zero at initialisation, so a fine-tune starts from its checkpoint's behaviour) is added to
 every action token, and inference runs the head too. Without it inference never runs the head.
+With ``goal_source="label"`` the map reads the true target instead (the batch's ``GOAL_LABEL_KEY``
+times ``GOAL_MASK_KEY``: the trainer's labels, and at inference the env's target that
+``simroll.policies.lerobot.load_policy`` adds), a privileged diagnostic.
 
 Acceleration knobs (config fields, settable through ``load_policy(..., overrides=...)``):
 ``num_flow_steps``, ``n_action_steps``, ``keep_visual_tokens`` (keep the top-k patch tokens of
@@ -362,12 +365,23 @@ class SimVLAModel(nn.Module):
         real = mask[:, 0, 0, :].unsqueeze(-1).to(context.dtype)  # (B, tokens, 1)
         return self.goal_head((context * real).sum(dim=1) / real.sum(dim=1))
 
-    def goal_condition(self, predicted: Tensor | None) -> Tensor | None:
-        """The decoder's conditioning (B, dim) on the goal head's estimate ``predicted``
-        (detached: the action loss does not train the head); None without ``goal_conditioning``."""
+    def goal_condition(self, predicted: Tensor | None, batch: dict[str, Any]) -> Tensor | None:
+        """The decoder's conditioning (B, dim): with ``goal_source="estimate"`` on the goal head's
+        estimate ``predicted`` (detached: the action loss does not train the head), with
+        ``"label"`` on the batch's true target (zero where unlabelled); None without
+        ``goal_conditioning``."""
         if not self.config.goal_conditioning:
             return None
-        return self.goal_in(predicted.detach())
+        if self.config.goal_source == "estimate":
+            return self.goal_in(predicted.detach())
+        if GOAL_LABEL_KEY not in batch or GOAL_MASK_KEY not in batch:
+            raise ValueError(
+                f"goal_source='label' needs the target in the batch ({GOAL_LABEL_KEY!r} and "
+                f"{GOAL_MASK_KEY!r}); got keys {sorted(batch)}"
+            )
+        reference = self.goal_in.weight
+        target = batch[GOAL_LABEL_KEY].to(reference) / self.config.goal_loss_scale
+        return self.goal_in(target * batch[GOAL_MASK_KEY].to(reference)[:, None])
 
     def goal_error(self, predicted: Tensor | None, batch: dict[str, Any]) -> Tensor | None:
         """Mean squared error of the goal head's estimate ``predicted`` (:meth:`predict_goal`)
@@ -402,7 +416,7 @@ class SimVLAModel(nn.Module):
         context, mask = self.encode(batch)
         goal = self.predict_goal(context, mask) if hasattr(self, "goal_head") else None
         predicted = self.velocity(
-            x_t, time, self.context_kv(context), mask, self.goal_condition(goal)
+            x_t, time, self.context_kv(context), mask, self.goal_condition(goal, batch)
         )
         return F.mse_loss(predicted, target, reduction="none"), self.goal_error(goal, batch)
 
@@ -414,11 +428,12 @@ class SimVLAModel(nn.Module):
         if noise is None:
             noise = sample_noise(shape, context.device) * self.config.noise_scale
         kv = self.context_kv(context)
-        condition = (
-            self.goal_condition(self.predict_goal(context, mask))
-            if self.config.goal_conditioning
-            else None
-        )
+        condition = None
+        if self.config.goal_conditioning:  # the head runs only when the decoder reads it
+            estimate = (
+                self.predict_goal(context, mask) if self.config.goal_source == "estimate" else None
+            )
+            condition = self.goal_condition(estimate, batch)
         return euler_integrate(
             lambda x_t, time: self.velocity(x_t, time, kv, mask, condition),
             noise,
