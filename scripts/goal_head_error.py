@@ -11,6 +11,16 @@ mean target of the same specs (what a head that ignores the images could do at b
 
 writes ``benchmarks/results/goal_head_error.json``: median and 90th-percentile error per phase
 and overall, and the baseline's.
+
+For a checkpoint whose action decoder reads a goal (``goal_conditioning``: the head's estimate,
+or with ``goal_source="label"`` / ``"label_offset"`` the true target / its offset from the hand),
+the same frames also measure how much the
+decoder listens: the first action of the chunk sampled from ``--draws`` fixed noise draws (scaled
+by ``--noise-scale``, the evaluation's setting) with the goal it reads, and with that goal moved
+``--shift`` metres along x and along y. ``decoder_response`` gives, per phase, the median change
+of the hand's (x, y) command (action units, the env's [-1, 1]) under each shift, beside the
+median spread of that command over the noise draws. A decoder that ignores its goal input
+changes its command far less than its own sampling spread.
 """
 
 from __future__ import annotations
@@ -43,11 +53,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seed", type=int, default=0, help="base seed of the specs")
     parser.add_argument("--every", type=int, default=5, help="evaluate every this many steps")
     parser.add_argument("--output", default="benchmarks/results/goal_head_error.json")
+    parser.add_argument("--shift", type=float, default=0.05, help="goal shift (m), conditioned")
+    parser.add_argument("--draws", type=int, default=4, help="noise draws per frame, conditioned")
+    parser.add_argument("--noise-scale", type=float, default=0.5, help="of the noise draws")
     args = parser.parse_args(argv)
 
     specs = make_specs("soft", ["SoftPlace"], args.objects, ["default"], args.episodes, args.seed)
     errors: dict[str, list[float]] = defaultdict(list)
     rows: list[tuple[str, np.ndarray, np.ndarray]] = []  # (phase, prediction, target)
+    responses: dict[str, list[tuple[float, float, float]]] = defaultdict(list)  # (dx, dy, spread)
     pool = EnvPool(EnvConfig(obs_mode="full", image_size=64, gripper_mode="delta"))
     policy = None
     for spec in specs:
@@ -69,6 +83,12 @@ def main(argv: list[str] | None = None) -> dict:
                     batch = policy.preprocessor(policy.batch(obs))
                     predicted = model.predict_goal(*model.encode(batch))[0].numpy()
                     predicted = predicted * model.config.goal_loss_scale
+                    if model.config.goal_source == "label_offset":  # the head learnt the offset
+                        predicted = predicted + obs["agent_pos"][:2]
+                    if model.config.goal_conditioning:
+                        response = decoder_response(policy, env, obs, batch, args, seed=step)
+                        responses[expert.phase or "start"].append(response)
+                        responses["all"].append(response)
                 rows.append((expert.phase or "start", predicted, target))
             obs, _, terminated, truncated, _ = env.step(action)
             done = terminated or truncated
@@ -91,6 +111,15 @@ def main(argv: list[str] | None = None) -> dict:
             "p90_m": float(np.percentile(values, 90)),
         }
 
+    def response_stats(values: list[tuple[float, float, float]]) -> dict:
+        dx, dy, spread = np.array(values).T
+        return {
+            "frames": len(values),
+            "median_change_shift_x": float(np.median(dx)),
+            "median_change_shift_y": float(np.median(dy)),
+            "median_sampling_spread": float(np.median(spread)),
+        }
+
     result = {
         "command": "python scripts/goal_head_error.py " + " ".join(argv or []),
         "policy": args.policy,
@@ -99,6 +128,14 @@ def main(argv: list[str] | None = None) -> dict:
         "phases": {phase: stats(values) for phase, values in errors.items()},
         "baseline_mean_target": stats(baseline),
     }
+    if responses:
+        result["decoder_reads"] = model.config.goal_source
+        result["decoder_response"] = {
+            "shift_m": args.shift,
+            "draws": args.draws,
+            "noise_scale": args.noise_scale,
+            "phases": {phase: response_stats(values) for phase, values in responses.items()},
+        }
     write_json_atomic(Path(args.output), result)
     for phase, values in result["phases"].items():
         print(
@@ -107,7 +144,68 @@ def main(argv: list[str] | None = None) -> dict:
         )
     base = result["baseline_mean_target"]
     print(f"  baseline: median {base['median_m'] * 100:.1f} cm, p90 {base['p90_m'] * 100:.1f} cm")
+    for phase, values in result.get("decoder_response", {}).get("phases", {}).items():
+        print(
+            f"{phase:>10}: goal moved {args.shift * 100:.0f} cm along x / y changes the hand's "
+            f"(x, y) command by {values['median_change_shift_x']:.4f} / "
+            f"{values['median_change_shift_y']:.4f} (sampling spread "
+            f"{values['median_sampling_spread']:.4f})"
+        )
     return result
+
+
+def decoder_response(
+    policy, env, obs: dict, batch: dict, args, seed: int
+) -> tuple[float, float, float]:
+    """The hand's (x, y) command's change when the goal the decoder reads moves ``args.shift``
+    along x and along y (mean over ``args.draws`` fixed noise draws), and its spread over them."""
+    import torch
+
+    from simroll.features import GOAL_LABEL_KEY, GOAL_MASK_KEY
+    from simroll.policies.lerobot import env_goal
+
+    model = policy.policy.model
+    scale = model.config.goal_loss_scale
+    source = model.config.goal_source
+    if source != "estimate":
+        target, labelled = env_goal(env, from_hand=source == "label_offset")(obs)
+        batch = {
+            **batch,
+            GOAL_LABEL_KEY: torch.as_tensor(target).unsqueeze(0),
+            GOAL_MASK_KEY: torch.tensor([float(labelled)]),
+        }
+    reads = model.goal_condition
+    generator = torch.Generator().manual_seed(seed)
+    shape = (args.draws, model.config.chunk_size, model.action_dim)
+    noise = torch.randn(shape, generator=generator) * args.noise_scale
+    drawn = {
+        key: value.expand(args.draws, *value.shape[1:])
+        for key, value in batch.items()
+        if isinstance(value, torch.Tensor)
+    }
+    drawn["task"] = batch["task"] * args.draws
+
+    def first_xy(shift: tuple[float, float]) -> np.ndarray:
+        moved = torch.tensor(shift, dtype=torch.float32)
+
+        def shifted(predicted, batch):
+            if source != "estimate":
+                return reads(predicted, {**batch, GOAL_LABEL_KEY: batch[GOAL_LABEL_KEY] + moved})
+            return reads(predicted + moved / scale, batch)
+
+        model.goal_condition = shifted
+        try:
+            with torch.no_grad():
+                chunk = policy.postprocessor(model.sample(drawn, noise=noise))
+        finally:
+            del model.goal_condition  # the instance attribute; the method shows through again
+        return chunk[:, 0, :2].cpu().numpy()
+
+    base = first_xy((0.0, 0.0))
+    change_x = np.linalg.norm(first_xy((args.shift, 0.0)) - base, axis=-1).mean()
+    change_y = np.linalg.norm(first_xy((0.0, args.shift)) - base, axis=-1).mean()
+    spread = float(np.linalg.norm(base.std(axis=0)))
+    return float(change_x), float(change_y), spread
 
 
 if __name__ == "__main__":

@@ -14,8 +14,9 @@ into a LeRobot batch with the dataset recorder's own mapping
 calling ``predict_action_chunk`` when it runs dry, and it counts network evaluations with a
 forward hook on the module each evaluation runs once.
 
-A SimVLA trained with ``goal_source="label"`` reads the task's true target: :func:`load_policy`
-gives its wrapper the env's target (:func:`env_goal`), added to the batch at every re-plan.
+A SimVLA trained with ``goal_source="label"`` (or ``"label_offset"``) reads the task's true
+target: :func:`load_policy` gives its wrapper the env's target (:func:`env_goal`), added to the
+batch at every re-plan.
 """
 
 from __future__ import annotations
@@ -105,10 +106,11 @@ class LeRobotPolicy:
         postprocessor,
         task: str | None = None,
         noise_seed: int = 0,
-        goal: Callable[[], tuple[np.ndarray, bool]] | None = None,
+        goal: Callable[[dict[str, Any]], tuple[np.ndarray, bool]] | None = None,
     ):
         self.policy, self.preprocessor, self.postprocessor = policy, preprocessor, postprocessor
-        self.goal = goal  # the task's target (x, y) and whether it has one, read at each re-plan
+        # the task's target (x, y) and whether it has one, from the observation a re-plan reads
+        self.goal = goal
         self.noise_seed = int(noise_seed)
         self._reseed = False
         config = policy.config
@@ -179,20 +181,23 @@ class LeRobotPolicy:
             for key, value in latest.items()
         }
 
-    def _with_goal(self, batch: dict[str, Any]) -> dict[str, Any]:
-        """``batch`` plus the target (``GOAL_LABEL_KEY``, ``GOAL_MASK_KEY``) when the policy
-        reads it."""
+    def _with_goal(self, batch: dict[str, Any], obs: dict[str, Any]) -> dict[str, Any]:
+        """``batch`` plus the target at observation ``obs`` (``GOAL_LABEL_KEY``,
+        ``GOAL_MASK_KEY``) when the policy reads it."""
         if self.goal is None:
             return batch
-        target, labelled = self.goal()
+        target, labelled = self.goal(obs)
         goal = torch.as_tensor(np.asarray(target, dtype=np.float32)[:2]).unsqueeze(0)
         return {**batch, GOAL_LABEL_KEY: goal, GOAL_MASK_KEY: torch.tensor([float(labelled)])}
 
-    def _chunk(self, batch: dict[str, Any], steps: int | None = None) -> np.ndarray:
-        """The predicted chunk's first ``steps`` actions (all when None) as (steps, action_dim),
-        un-normalized and clipped to the action space."""
+    def _chunk(
+        self, batch: dict[str, Any], obs: dict[str, Any], steps: int | None = None
+    ) -> np.ndarray:
+        """The chunk planned from ``batch`` at the latest observation ``obs``: its first
+        ``steps`` actions (all when None) as (steps, action_dim), un-normalized and clipped to
+        the action space."""
         chunk = self.postprocessor(
-            self.policy.predict_action_chunk(self._with_goal(batch))[:, :steps]
+            self.policy.predict_action_chunk(self._with_goal(batch, obs))[:, :steps]
         )
         return np.clip(chunk[0].cpu().numpy().astype(np.float32), -1.0, 1.0)
 
@@ -203,7 +208,7 @@ class LeRobotPolicy:
             self._reseed = False
             torch.manual_seed((torch.initial_seed() + NOISE_SEED_STRIDE * self.noise_seed) % 2**63)
         if not self.owns_queue:
-            batch = self._with_goal(self.preprocessor(self.batch(obs)))
+            batch = self._with_goal(self.preprocessor(self.batch(obs)), obs)
             action = self.postprocessor(self.policy.select_action(batch))
             if self._hook is None:
                 self._evaluations += 1
@@ -222,7 +227,8 @@ class LeRobotPolicy:
             else:
                 self._history.append(batch)
         if not self._actions:
-            self._actions.extend(self._chunk(self._model_input(self._history), self._chunk_steps))
+            batch = self._model_input(self._history)
+            self._actions.extend(self._chunk(batch, obs, self._chunk_steps))
         return self._actions.popleft()
 
     @torch.no_grad()
@@ -230,7 +236,7 @@ class LeRobotPolicy:
         """The chunk the policy plans from ``obs`` alone (an observation history is filled with
         it, as on an episode's first step); the action queue is left as it is."""
         batch = self.preprocessor(self.batch(obs))
-        return self._chunk(self._model_input([batch] * self._history.maxlen))
+        return self._chunk(self._model_input([batch] * self._history.maxlen), obs)
 
 
 def _shape_hint(key: str, shape: tuple[int, ...]) -> str:
@@ -355,19 +361,22 @@ def load_policy(
     except Exception as exc:  # noqa: BLE001 - any loader failure means a bad checkpoint
         raise PolicyLoadError(f"cannot load policy checkpoint {path}: {exc}") from exc
     config = policy.config
-    reads_target = getattr(config, "goal_conditioning", False) and (
-        getattr(config, "goal_source", "estimate") == "label"
-    )
-    goal = env_goal(env, path) if reads_target else None
+    source = getattr(config, "goal_source", "estimate")
+    reads_target = getattr(config, "goal_conditioning", False) and source != "estimate"
+    goal = env_goal(env, path, from_hand=source == "label_offset") if reads_target else None
     return LeRobotPolicy(policy, preprocessor, postprocessor, noise_seed=noise_seed, goal=goal)
 
 
-def env_goal(env, path: str | Path = "the policy") -> Callable[[], tuple[np.ndarray, bool]]:
+def env_goal(
+    env, path: str | Path = "the policy", from_hand: bool = False
+) -> Callable[[dict[str, Any]], tuple[np.ndarray, bool]]:
     """What a policy that reads the true target (SimVLA's ``goal_source="label"``) is given:
-    a callable returning the env's current target ``(x, y)`` and whether its task has one the
-    policy was trained with (``simroll.train.goal_labels.GOAL_TASKS``), read at each call so that
-    every episode's reset target is the one used."""
-    from simroll.train.goal_labels import GOAL_TASKS
+    a callable of an observation returning the env's current target ``(x, y)`` (with
+    ``from_hand``, ``"label_offset"``: minus the observation's hand x, y,
+    :func:`simroll.train.goal_labels.goal_offset`) and whether its task has one the policy was
+    trained with (``GOAL_TASKS``), read at each call so that every episode's reset target is the
+    one used."""
+    from simroll.train.goal_labels import GOAL_TASKS, goal_offset
 
     task_env = env.unwrapped
     if not hasattr(task_env, "goal_position"):
@@ -377,7 +386,10 @@ def env_goal(env, path: str | Path = "the policy") -> Callable[[], tuple[np.ndar
         )
     labelled = getattr(task_env, "task_name", None) in GOAL_TASKS
 
-    def target() -> tuple[np.ndarray, bool]:
-        return np.asarray(task_env.goal_position(), dtype=np.float32)[:2], labelled
+    def target(obs: dict[str, Any]) -> tuple[np.ndarray, bool]:
+        xy = np.asarray(task_env.goal_position(), dtype=np.float32)[:2]
+        if from_hand:
+            xy = goal_offset(xy, np.asarray(obs["agent_pos"], dtype=np.float32))
+        return xy, labelled
 
     return target

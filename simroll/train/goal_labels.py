@@ -4,7 +4,9 @@ A ``simroll collect`` or DAgger dataset stores every episode's spec (task, objec
 seed) in ``meta/simroll_episodes.jsonl``. An episode's target is fixed at reset, so resetting
 the episode's env with its spec gives the target's table position exactly, without storing a
 privileged feature in the dataset. Only tasks whose target the cameras see are labelled
-(``GOAL_TASKS``: the SoftPlace disc); other frames carry a zero mask.
+(``GOAL_TASKS``: the SoftPlace disc); other frames carry a zero mask. A SimVLA with
+``goal_source="label_offset"`` trains on each frame's target minus the hand's observed (x, y)
+(:func:`goal_offset`) instead.
 """
 
 from __future__ import annotations
@@ -16,6 +18,13 @@ import torch
 from simroll.rollout.records import EpisodeSpec
 
 GOAL_TASKS = ("SoftPlace",)
+HAND_XY = slice(0, 2)  # hand_x, hand_y in observation.state (simroll.features.STATE_NAMES)
+
+
+def goal_offset(target, state):
+    """The target's table position ``target`` (..., 2) minus the hand's observed (x, y) in
+    ``state`` (..., 12: ``observation.state`` or ``agent_pos``), numpy or torch alike."""
+    return target - state[..., HAND_XY]
 
 
 class GoalLabelError(ValueError):
@@ -56,7 +65,8 @@ def episode_goals(root: str | Path) -> dict[int, tuple[float, float]]:
 
 class GoalTable:
     """Looks up a batch's goal labels by its ``episode_index``: ``(goals (B, 2), mask (B,))``,
-    mask 1 where the episode is labelled."""
+    mask 1 where the episode is labelled; given the batch's raw ``state`` (B, 12), each labelled
+    goal is its offset from the hand (:func:`goal_offset`)."""
 
     def __init__(self, goals: dict[int, tuple[float, float]], episodes: int):
         self.goals = torch.zeros(episodes, 2)
@@ -65,6 +75,11 @@ class GoalTable:
             self.goals[index] = torch.tensor(goal)
             self.mask[index] = 1.0
 
-    def __call__(self, episode_index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def __call__(
+        self, episode_index: torch.Tensor, state: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         index = episode_index.reshape(-1).long()
-        return self.goals[index], self.mask[index]
+        goals, mask = self.goals[index], self.mask[index]
+        if state is not None:
+            goals = goal_offset(goals, state.to(goals)) * mask[:, None]
+        return goals, mask

@@ -400,6 +400,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, Any]:
                 f"goal_loss_weight > 0 needs episodes of {list(GOAL_TASKS)} in {root}; it has none"
             )
         goal_table = GoalTable(goals, ds_meta.total_episodes)
+    offset_labels = getattr(policy_config, "goal_source", "estimate") == "label_offset"
     sampler = frame_sampler(dataset, ds_meta, cfg.task_weights, generator)
     loader = torch.utils.data.DataLoader(
         source,
@@ -428,7 +429,11 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, Any]:
         writer.writerow(["step", "loss", "lr", "seconds"])
         while step < cfg.steps:
             for batch in loader:
-                labels = goal_table(batch["episode_index"]) if goal_table is not None else None
+                labels = None
+                if goal_table is not None:  # offsets from the hand's raw (latest) observed x, y
+                    state = batch[STATE_KEY] if offset_labels else None
+                    hand = state[:, -1] if state is not None and state.ndim == 3 else state
+                    labels = goal_table(batch["episode_index"], hand)
                 batch = preprocessor(batch)
                 if labels is not None:
                     batch[GOAL_LABEL_KEY], batch[GOAL_MASK_KEY] = labels

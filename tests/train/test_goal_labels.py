@@ -47,6 +47,11 @@ def test_goal_labels_equal_the_target_each_episode_recorded(place_dataset):
     labels, mask = table(torch.tensor([2, 3, 0]))
     assert mask.tolist() == [1.0, 0.0, 1.0]
     np.testing.assert_allclose(labels[0].numpy(), goals[2], atol=1e-6)
+    # label_offset: the target minus each frame's hand (x, y); an unlabelled frame stays zero
+    state = torch.rand(3, 12)
+    offsets, _ = table(torch.tensor([2, 3, 0]), state)
+    np.testing.assert_allclose(offsets[0].numpy(), goals[2] - state[0, :2].numpy(), atol=1e-6)
+    assert offsets[1].tolist() == [0.0, 0.0]
 
 
 def test_a_dataset_without_specs_is_refused_naming_the_file(tmp_path):
@@ -218,19 +223,20 @@ def test_bad_goal_sources_are_refused(fields, message):
         SimVLAConfig(goal_loss_weight=1.0, **fields)
 
 
-def test_a_label_reading_checkpoint_is_given_each_episodes_target(place_dataset, tmp_path):
+@pytest.mark.parametrize("source", ["label", "label_offset"])
+def test_a_label_reading_checkpoint_is_given_each_episodes_target(place_dataset, tmp_path, source):
     from simroll.features import GOAL_LABEL_KEY, GOAL_MASK_KEY
     from simroll.policies.lerobot import PolicyLoadError, env_goal, load_policy
 
-    config = _config(place_dataset, tmp_path / "label")
+    config = _config(place_dataset, tmp_path / source)
     config.policy_overrides = {
         **config.policy_overrides,
         "goal_conditioning": True,
-        "goal_source": "label",
+        "goal_source": source,
     }
     config.steps, config.checkpoint_every = 20, 20
     train(config, progress=False)
-    checkpoint = tmp_path / "label/checkpoints/last"
+    checkpoint = tmp_path / source / "checkpoints/last"
     for task, labelled in (("SoftPlace", 1.0), ("SoftLift", 0.0)):
         (spec,) = make_specs("soft", [task], ["sponge"], ["default"], 1, base_seed=7)
         env = EnvConfig(obs_mode="state").make(spec)
@@ -249,9 +255,10 @@ def test_a_label_reading_checkpoint_is_given_each_episodes_target(place_dataset,
                 policy.reset()
                 policy.select_action(obs)
                 target, mask = seen[-1]
-                np.testing.assert_allclose(
-                    target[0].numpy(), env.unwrapped.goal_position()[:2], atol=1e-6
-                )
+                expected = env.unwrapped.goal_position()[:2]
+                if source == "label_offset":  # from the hand the observation shows
+                    expected = expected - obs["agent_pos"][:2]
+                np.testing.assert_allclose(target[0].numpy(), expected, atol=1e-6)
                 assert mask.tolist() == [labelled]
             if labelled:
                 assert not torch.equal(seen[0][0], seen[1][0])

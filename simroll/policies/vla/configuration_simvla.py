@@ -15,8 +15,8 @@ shipped recipe scored much worse in closed loop (README, "A memory of the previo
 ``goal_loss_weight`` (training) adds an auxiliary head that predicts the SoftPlace target's
 position; measured in README, "An auxiliary target estimate". ``goal_conditioning`` (training)
 feeds that estimate to the action decoder; it placed no better (README, "The estimate fed to the
-action decoder"). ``goal_source="label"`` feeds the true target instead (privileged: README, "The
-true target fed to the action decoder").
+action decoder"). ``goal_source="label"`` (``"label_offset"``: its offset from the hand) feeds
+the true target instead (privileged: README, "The true target fed to the action decoder").
 """
 
 from __future__ import annotations
@@ -40,7 +40,9 @@ from simroll.policies.presets import AdamWCosinePresets
 
 logger = logging.getLogger(__name__)
 
-GOAL_SOURCES = ("estimate", "label")  # what goal_conditioning feeds the decoder
+# what goal_conditioning feeds the decoder: the head's estimate, the true target, or the true
+# target's offset from the hand's observed (x, y)
+GOAL_SOURCES = ("estimate", "label", "label_offset")
 
 # The instruction vocabulary: every word of simroll's task templates and object names, plus common
 # manipulation words so that paraphrases mostly stay in-vocabulary. Anything else maps to <unk>.
@@ -155,10 +157,11 @@ class SimVLAConfig(AdamWCosinePresets, PreTrainedConfig):
     # Training: the decoder reads the goal head's estimate (needs goal_loss_weight > 0); a
     # fine-tune may add it to a checkpoint without it (its input map starts at zero).
     goal_conditioning: bool = False
-    # What that conditioning reads: "estimate" (the goal head's, from the images) or "label" (the
+    # What that conditioning reads: "estimate" (the goal head's, from the images), "label" (the
     # task's true target: the trainer's labels, and at inference the env's target, which
-    # ``load_policy`` passes in). "label" is privileged, like ManiSkill's ``goal_pos``: it
-    # measures how much placing depends on locating the target, not a pixels-only policy.
+    # ``load_policy`` passes in) or "label_offset" (that target minus the hand's observed x, y,
+    # which the head then also predicts). The labels are privileged, like ManiSkill's
+    # ``goal_pos``: they measure how much placing depends on locating the target.
     goal_source: str = "estimate"
 
     # Training presets.
@@ -216,9 +219,9 @@ class SimVLAConfig(AdamWCosinePresets, PreTrainedConfig):
             raise ValueError(
                 f"goal_source must be one of {list(GOAL_SOURCES)}, got {self.goal_source!r}"
             )
-        if self.goal_source == "label" and not self.goal_conditioning:
+        if self.goal_source != "estimate" and not self.goal_conditioning:
             raise ValueError(
-                "goal_source='label' feeds the target to the decoder: it needs "
+                f"goal_source={self.goal_source!r} feeds the target to the decoder: it needs "
                 "goal_conditioning=true"
             )
         if self.goal_conditioning and not self.goal_loss_weight > 0:

@@ -25,8 +25,9 @@ target's table position (``GOAL_AXES``), trained against the labels the trainer 
 the decoder also reads that estimate: a linear map of it (detached, so only the labels train the
 head; zero at initialisation, so a fine-tune starts from its checkpoint's behaviour) is added to
 every action token, and inference runs the head too. Without it inference never runs the head.
-With ``goal_source="label"`` the map reads the true target instead (the batch's ``GOAL_LABEL_KEY``
-times ``GOAL_MASK_KEY``: the trainer's labels, and at inference the env's target that
+With ``goal_source="label"`` (or ``"label_offset"``, the target's offset from the hand) the map
+reads the true target instead (the batch's ``GOAL_LABEL_KEY`` times ``GOAL_MASK_KEY``: the
+trainer's labels, and at inference the env's target that
 ``simroll.policies.lerobot.load_policy`` adds), a privileged diagnostic.
 
 Acceleration knobs (config fields, settable through ``load_policy(..., overrides=...)``):
@@ -368,15 +369,16 @@ class SimVLAModel(nn.Module):
     def goal_condition(self, predicted: Tensor | None, batch: dict[str, Any]) -> Tensor | None:
         """The decoder's conditioning (B, dim): with ``goal_source="estimate"`` on the goal head's
         estimate ``predicted`` (detached: the action loss does not train the head), with
-        ``"label"`` on the batch's true target (zero where unlabelled); None without
-        ``goal_conditioning``."""
+        ``"label"``/``"label_offset"`` on the batch's true target (zero where unlabelled); None
+        without ``goal_conditioning``."""
         if not self.config.goal_conditioning:
             return None
         if self.config.goal_source == "estimate":
             return self.goal_in(predicted.detach())
         if GOAL_LABEL_KEY not in batch or GOAL_MASK_KEY not in batch:
             raise ValueError(
-                f"goal_source='label' needs the target in the batch ({GOAL_LABEL_KEY!r} and "
+                f"goal_source={self.config.goal_source!r} needs the target in the batch "
+                f"({GOAL_LABEL_KEY!r} and "
                 f"{GOAL_MASK_KEY!r}); got keys {sorted(batch)}"
             )
         reference = self.goal_in.weight
