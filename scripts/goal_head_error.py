@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> dict:
                     if model.config.goal_source == "label_offset":  # the head learnt the offset
                         predicted = predicted + obs["agent_pos"][:2]
                     if model.config.goal_conditioning:
-                        response = decoder_response(policy, env, obs, batch, args, seed=step)
+                        response = decoder_response(policy, obs, batch, args, seed=step)
                         responses[expert.phase or "start"].append(response)
                         responses["all"].append(response)
                 rows.append((expert.phase or "start", predicted, target))
@@ -154,26 +154,17 @@ def main(argv: list[str] | None = None) -> dict:
     return result
 
 
-def decoder_response(
-    policy, env, obs: dict, batch: dict, args, seed: int
-) -> tuple[float, float, float]:
+def decoder_response(policy, obs: dict, batch: dict, args, seed: int) -> tuple[float, float, float]:
     """The hand's (x, y) command's change when the goal the decoder reads moves ``args.shift``
     along x and along y (mean over ``args.draws`` fixed noise draws), and its spread over them."""
     import torch
 
-    from simroll.features import GOAL_LABEL_KEY, GOAL_MASK_KEY
-    from simroll.policies.lerobot import env_goal
+    from simroll.features import GOAL_LABEL_KEY
 
     model = policy.policy.model
     scale = model.config.goal_loss_scale
     source = model.config.goal_source
-    if source != "estimate":
-        target, labelled = env_goal(env, from_hand=source == "label_offset")(obs)
-        batch = {
-            **batch,
-            GOAL_LABEL_KEY: torch.as_tensor(target).unsqueeze(0),
-            GOAL_MASK_KEY: torch.tensor([float(labelled)]),
-        }
+    batch = policy.with_goal(batch, obs)  # the true target, for a decoder that reads it
     reads = model.goal_condition
     generator = torch.Generator().manual_seed(seed)
     shape = (args.draws, model.config.chunk_size, model.action_dim)

@@ -181,7 +181,7 @@ class LeRobotPolicy:
             for key, value in latest.items()
         }
 
-    def _with_goal(self, batch: dict[str, Any], obs: dict[str, Any]) -> dict[str, Any]:
+    def with_goal(self, batch: dict[str, Any], obs: dict[str, Any]) -> dict[str, Any]:
         """``batch`` plus the target at observation ``obs`` (``GOAL_LABEL_KEY``,
         ``GOAL_MASK_KEY``) when the policy reads it."""
         if self.goal is None:
@@ -197,7 +197,7 @@ class LeRobotPolicy:
         ``steps`` actions (all when None) as (steps, action_dim), un-normalized and clipped to
         the action space."""
         chunk = self.postprocessor(
-            self.policy.predict_action_chunk(self._with_goal(batch, obs))[:, :steps]
+            self.policy.predict_action_chunk(self.with_goal(batch, obs))[:, :steps]
         )
         return np.clip(chunk[0].cpu().numpy().astype(np.float32), -1.0, 1.0)
 
@@ -208,7 +208,7 @@ class LeRobotPolicy:
             self._reseed = False
             torch.manual_seed((torch.initial_seed() + NOISE_SEED_STRIDE * self.noise_seed) % 2**63)
         if not self.owns_queue:
-            batch = self._with_goal(self.preprocessor(self.batch(obs)), obs)
+            batch = self.with_goal(self.preprocessor(self.batch(obs)), obs)
             action = self.postprocessor(self.policy.select_action(batch))
             if self._hook is None:
                 self._evaluations += 1

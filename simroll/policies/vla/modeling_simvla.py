@@ -378,8 +378,7 @@ class SimVLAModel(nn.Module):
         if GOAL_LABEL_KEY not in batch or GOAL_MASK_KEY not in batch:
             raise ValueError(
                 f"goal_source={self.config.goal_source!r} needs the target in the batch "
-                f"({GOAL_LABEL_KEY!r} and "
-                f"{GOAL_MASK_KEY!r}); got keys {sorted(batch)}"
+                f"({GOAL_LABEL_KEY!r} and {GOAL_MASK_KEY!r}); got keys {sorted(batch)}"
             )
         reference = self.goal_in.weight
         target = batch[GOAL_LABEL_KEY].to(reference) / self.config.goal_loss_scale
