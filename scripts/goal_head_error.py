@@ -43,6 +43,7 @@ def main(argv: list[str] | None = None) -> dict:
     from simroll.policies.lerobot import load_policy
     from simroll.rollout.episode import EnvConfig, EnvPool
     from simroll.rollout.runner import make_specs
+    from simroll.train.goal_labels import HAND_XY
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--policy", required=True, help="a SimVLA checkpoint with a goal head")
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> dict:
                     predicted = model.predict_goal(*model.encode(batch))[0].numpy()
                     predicted = predicted * model.config.goal_loss_scale
                     if model.config.goal_source == "label_offset":  # the head learnt the offset
-                        predicted = predicted + obs["agent_pos"][:2]
+                        predicted = predicted + obs["agent_pos"][HAND_XY]
                     if model.config.goal_conditioning:
                         response = decoder_response(policy, obs, batch, args, seed=step)
                         responses[expert.phase or "start"].append(response)

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import torch
 
+from simroll.features import STATE_NAMES
 from simroll.rollout.records import EpisodeSpec
 
 GOAL_TASKS = ("SoftPlace",)
-HAND_XY = slice(0, 2)  # hand_x, hand_y in observation.state (simroll.features.STATE_NAMES)
+HAND_XY = slice(STATE_NAMES.index("hand_x"), STATE_NAMES.index("hand_y") + 1)  # in the state
 
 
 def goal_offset(target, state):

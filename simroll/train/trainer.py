@@ -431,8 +431,9 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, Any]:
             for batch in loader:
                 labels = None
                 if goal_table is not None:  # offsets from the hand's raw (latest) observed x, y
-                    state = batch[STATE_KEY] if offset_labels else None
-                    hand = state[:, -1] if state is not None and state.ndim == 3 else state
+                    hand = batch[STATE_KEY] if offset_labels else None
+                    if hand is not None and hand.ndim == 3:  # an observation history
+                        hand = hand[:, -1]
                     labels = goal_table(batch["episode_index"], hand)
                 batch = preprocessor(batch)
                 if labels is not None:
