@@ -15,7 +15,7 @@ import yaml
 import simroll.envs  # noqa: F401
 from simroll.policies.mixing import ExpertMixing, mixing_policy
 from simroll.rollout.dataset import load_episode_meta
-from simroll.train.dagger import DaggerConfig, DaggerError, run_dagger
+from simroll.train.dagger import DaggerConfig, DaggerError, _train_once, run_dagger
 from simroll.train.trainer import TrainConfig
 
 from .test_trainer import INPUTS, TINY_DIFFUSION
@@ -472,3 +472,19 @@ def test_perturbation_phases_must_be_the_experts_own(env):
     ExpertMixing(Counter(), SoftExpert(env), env, perturb=DROP)
     with pytest.raises(ValueError, match=r"\['carr'\] are not phases of 'expert/gentle'"):
         ExpertMixing(Counter(), SoftExpert(env), env, perturb={**DROP, "phases": ["lift", "carr"]})
+
+
+@pytest.mark.parametrize("goal_loss", [None, 0.25])
+def test_a_round_summary_keeps_the_goal_heads_loss_when_the_trainer_wrote_one(tmp_path, goal_loss):
+    out = tmp_path / "train"
+    (out / "checkpoints" / "last").mkdir(parents=True)
+    (out / "checkpoints" / "last" / "model.safetensors").write_bytes(b"")
+    metrics = {"steps": 30, "first_loss": 1.0, "final_loss": 0.5, "seconds": 2.0}
+    metrics |= {"dataset_episodes": 3, "dataset_frames": 90, "checkpoint": "last"}
+    if goal_loss is not None:
+        metrics["final_goal_loss"] = goal_loss
+    (out / "metrics.json").write_text(json.dumps(metrics))
+    config = dataclasses.replace(_configs("unused", out)[0], output_dir=str(out))
+    summary = _train_once(config, progress=False, echo=lambda *_: None)  # finished: not re-run
+    assert summary.get("final_goal_loss") == goal_loss
+    assert summary["final_loss"] == 0.5
