@@ -253,8 +253,18 @@ def _train_once(config: TrainConfig, progress: bool, echo: Callable[..., None]) 
     else:
         echo(f"dagger: kept the finished training run in {out}")
     summary = json.loads((out / "metrics.json").read_text())
-    kept = ("steps", "first_loss", "final_loss", "seconds", "dataset_episodes", "dataset_frames")
-    result = {key: summary[key] for key in (*kept, "checkpoint")}
+    result = {
+        key: summary[key]
+        for key in (
+            "steps",
+            "first_loss",
+            "final_loss",
+            "seconds",
+            "dataset_episodes",
+            "dataset_frames",
+            "checkpoint",
+        )
+    }
     if "final_goal_loss" in summary:  # written by the trainer only for a policy with a goal head
         result["final_goal_loss"] = summary["final_goal_loss"]
     return result

@@ -484,7 +484,7 @@ def test_a_round_summary_keeps_the_goal_heads_loss_when_the_trainer_wrote_one(tm
     if goal_loss is not None:
         metrics["final_goal_loss"] = goal_loss
     (out / "metrics.json").write_text(json.dumps(metrics))
-    config = dataclasses.replace(_configs("unused", out)[0], output_dir=str(out))
+    config = _configs("unused", out)[0]  # its output_dir is out
     summary = _train_once(config, progress=False, echo=lambda *_: None)  # finished: not re-run
     assert summary.get("final_goal_loss") == goal_loss
     assert summary["final_loss"] == 0.5
