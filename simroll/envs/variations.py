@@ -93,6 +93,9 @@ VARIATIONS: dict[str, Variation] = {
         # clutter stressors (TRACE's): execution pose noise, 10% detection dropout, a 5-step
         # observation blackout
         Variation("pose_noise", block_pose_noise=(0.003, float(np.radians(2.0)))),
+        # three times TRACE's execution noise: a harsher stressor, under which the twin's plan
+        # goes stale sooner (nominal replay is strong under the 3 mm one)
+        Variation("pose_noise_x3", block_pose_noise=(0.009, float(np.radians(6.0)))),
         Variation("detection_dropout", detection_dropout=0.1),
         Variation("blackout", blackout_primitives=5),
     ]
