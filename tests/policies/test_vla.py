@@ -141,6 +141,23 @@ def test_zero_noise_scale_makes_the_chunk_a_function_of_the_observation(trained,
     assert 0 < spread[0.5] < spread[1.0], spread
 
 
+def test_several_action_samples_act_on_the_mean_of_their_chunks(trained, env, observation):
+    policy = load_policy(env, trained[0], overrides={"num_action_samples": 3})
+    batch = policy.preprocessor(policy.batch(observation))
+    model = policy.policy.model
+    shape = (3, TINY_VLA["chunk_size"], 5)
+    noise = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+    mean = policy.policy.predict_action_chunk(batch, noise=noise)
+    model.config.num_action_samples = 1  # each row's own chunk, one flow at a time
+    singles = [policy.policy.predict_action_chunk(batch, noise=row[None]) for row in noise]
+    assert mean.shape == (1, *shape[1:])
+    torch.testing.assert_close(mean, torch.stack(singles).mean(dim=0), atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(singles[0], singles[1])  # the samples differ; the mean is not one
+    model.config.num_action_samples = 3
+    with pytest.raises(ValueError, match="num_action_samples"):
+        policy.policy.predict_action_chunk(batch, noise=noise[:2])
+
+
 def test_temporal_ensembling_averages_the_chunks_covering_each_step(trained, env):
     # uniform weights (coefficient 0); zero noise makes each chunk a function of its observation
     settings = {"temporal_ensemble_coeff": 0.0, "n_action_steps": 1, "noise_scale": 0.0}
@@ -229,6 +246,7 @@ def test_int8_quantization_replaces_the_linear_layers_and_refuses_to_save(traine
         ({"noise_scale": -0.5}, "noise_scale"),
         ({"temporal_ensemble_coeff": 0.01, "n_action_steps": 2}, "temporal_ensemble_coeff"),
         ({"noise_scale": "low"}, "noise_scale"),
+        ({"num_action_samples": 0}, "num_action_samples"),
     ],
 )
 def test_impossible_knob_settings_are_refused_at_load(trained, env, overrides, message):

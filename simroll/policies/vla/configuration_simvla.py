@@ -134,6 +134,10 @@ class SimVLAConfig(AdamWCosinePresets, PreTrainedConfig):
     # action distribution; below 1 leans towards its central mode (0: one deterministic chunk per
     # observation, so the policy's rollout is a function of the episode's spec alone).
     noise_scale: float = 1.0
+    # Inference-only: draw this many chunks from independent starting noise (one batched flow)
+    # and act on their mean, an estimate of the conditional mean action that narrows the
+    # sampling scatter at the cost of blending modes; 1 acts on one sample.
+    num_action_samples: int = 1
     # Inference-only: ACT's temporal ensembling (LeRobot's ACTTemporalEnsembler). With
     # n_action_steps 1, each step's action is the weighted mean of what every chunk still covering
     # that step predicted for it, weight exp(-coeff * i) with i = 0 for the oldest; None: off.
@@ -185,6 +189,7 @@ class SimVLAConfig(AdamWCosinePresets, PreTrainedConfig):
             "chunk_size": self.chunk_size,
             "n_action_steps": self.n_action_steps,
             "num_flow_steps": self.num_flow_steps,
+            "num_action_samples": self.num_action_samples,
             "n_obs_steps": self.n_obs_steps,
             "dim_model": self.dim_model,
             "n_heads": self.n_heads,

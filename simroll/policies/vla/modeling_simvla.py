@@ -15,9 +15,10 @@ predicts the velocity ``noise - actions``; training minimises its squared error 
 steps. Inference integrates from ``t = 1`` (Gaussian noise) to ``t = 0`` with ``num_flow_steps``
 Euler steps (LeRobot's shared ``euler_integrate``), encoding the context and projecting its
 keys/values once per chunk. ``noise_scale`` scales the starting noise: 0 integrates from the
-noise distribution's mean, a deterministic chunk per observation. ``temporal_ensemble_coeff``
-averages, every step, the actions that the overlapping chunks predicted for it (ACT's temporal
-ensembling, LeRobot's implementation).
+noise distribution's mean, a deterministic chunk per observation. ``num_action_samples`` > 1
+integrates that many chunks from independent noise in one batch and returns their mean.
+``temporal_ensemble_coeff`` averages, every step, the actions that the overlapping chunks
+predicted for it (ACT's temporal ensembling, LeRobot's implementation).
 
 With ``goal_loss_weight`` > 0 a small head on the mean of the encoded context predicts the
 target's table position (``GOAL_AXES``), trained against the labels the trainer adds to the batch
@@ -425,21 +426,36 @@ class SimVLAModel(nn.Module):
     def sample(self, batch: dict[str, Any], noise: Tensor | None = None) -> Tensor:
         """An action chunk (B, chunk, action_dim) in normalized units."""
         context, mask = self.encode(batch)
-        shape = (context.shape[0], self.config.chunk_size, self.action_dim)
+        samples = self.config.num_action_samples
+        batch_size = context.shape[0]
+        shape = (batch_size * samples, self.config.chunk_size, self.action_dim)
         if noise is None:
             noise = sample_noise(shape, context.device) * self.config.noise_scale
-        kv = self.context_kv(context)
+        elif noise.shape[0] != shape[0]:
+            raise ValueError(
+                f"noise has {noise.shape[0]} rows; expected batch size x num_action_samples = "
+                f"{batch_size} x {samples}"
+            )
         condition = None
         if self.config.goal_conditioning:  # the head runs only when the decoder reads it
             estimate = (
                 self.predict_goal(context, mask) if self.config.goal_source == "estimate" else None
             )
             condition = self.goal_condition(estimate, batch)
-        return euler_integrate(
+        if samples > 1:  # one batched flow: observation b's samples are rows b*K .. b*K+K-1
+            context, mask = (
+                context.repeat_interleave(samples, 0),
+                mask.repeat_interleave(samples, 0),
+            )
+            if condition is not None:
+                condition = condition.repeat_interleave(samples, 0)
+        kv = self.context_kv(context)
+        chunks = euler_integrate(
             lambda x_t, time: self.velocity(x_t, time, kv, mask, condition),
             noise,
             self.config.num_flow_steps,
         )
+        return chunks.unflatten(0, (batch_size, samples)).mean(dim=1)
 
 
 def quantize_int8(module: nn.Module) -> nn.Module:
