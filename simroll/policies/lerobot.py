@@ -137,15 +137,16 @@ class LeRobotPolicy:
             self._hook = evaluated(policy).register_forward_hook(self._count_evaluation)
 
     def _count_evaluation(self, module: torch.nn.Module, args: Any, output: Any) -> None:
-        self._evaluations += 1
+        # SimVLA's num_action_samples chunks run as one batch: each is a pass's worth of compute
+        self._evaluations += int(getattr(self.policy.config, "num_action_samples", 1))
 
     @property
     def network_evaluations(self) -> int:
         """Forward passes of the network since ``reset``, as counted by a forward hook on
         :data:`EVALUATED_MODULE` of the policy type: chunks times denoising (diffusion) or
-        flow-integration (SimVLA) steps. A policy type outside that table counts one per
-        ``select_action`` call to it. This is the deterministic compute proxy the episode engine
-        records (``extra["network_evaluations"]``)."""
+        flow-integration (SimVLA) steps, times SimVLA's ``num_action_samples``. A policy type
+        outside that table counts one per ``select_action`` call to it. This is the deterministic
+        compute proxy the episode engine records (``extra["network_evaluations"]``)."""
         return self._evaluations
 
     def reset(self) -> None:

@@ -156,6 +156,9 @@ def test_several_action_samples_act_on_the_mean_of_their_chunks(trained, env, ob
     model.config.num_action_samples = 3
     with pytest.raises(ValueError, match="num_action_samples"):
         policy.policy.predict_action_chunk(batch, noise=noise[:2])
+    policy.reset()  # the compute proxy counts each sample's flow steps, though they run batched
+    policy.predict_action_chunk(observation)
+    assert policy.network_evaluations == 3 * model.config.num_flow_steps
 
 
 def test_temporal_ensembling_averages_the_chunks_covering_each_step(trained, env):
