@@ -161,6 +161,35 @@ def test_several_action_samples_act_on_the_mean_of_their_chunks(trained, env, ob
     assert policy.network_evaluations == 3 * model.config.num_flow_steps
 
 
+def test_an_ensemble_of_checkpoints_replays_under_one_seed_and_averages_its_members(trained, env):
+    from simroll.policies.ensemble import ensemble_policy
+
+    member = lambda env: load_policy(env, trained[0])  # noqa: E731 - a policy factory
+    runs = []
+    for _ in range(2):
+        policy = ensemble_policy(env, [member, member])
+        obs, _ = env.reset(seed=3)
+        policy.reset()
+        torch.manual_seed(0)  # what the episode engine does at each episode's start
+        actions = []
+        for _ in range(3):
+            actions.append(policy.select_action(obs))
+            obs, *_ = env.step(actions[-1])
+        runs.append(np.stack(actions))
+    np.testing.assert_array_equal(runs[0], runs[1])
+    # the members drew different noise, one after the other, from the same seeded stream
+    single = load_policy(env, trained[0])
+    obs, _ = env.reset(seed=3)
+    single.reset()
+    torch.manual_seed(0)
+    first = single.select_action(obs)
+    single.reset()
+    second = single.select_action(obs)
+    np.testing.assert_allclose(runs[0][0], (first + second) / 2, atol=1e-5)
+    # 3 steps at 2 actions per chunk: 2 chunks per member, each a flow of num_flow_steps passes
+    assert policy.network_evaluations == 2 * 2 * single.policy.config.num_flow_steps
+
+
 def test_temporal_ensembling_averages_the_chunks_covering_each_step(trained, env):
     # uniform weights (coefficient 0); zero noise makes each chunk a function of its observation
     settings = {"temporal_ensemble_coeff": 0.0, "n_action_steps": 1, "noise_scale": 0.0}

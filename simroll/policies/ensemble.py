@@ -1,0 +1,70 @@
+"""A checkpoint ensemble: one policy that executes the mean of its members' actions.
+
+SimVLA checkpoints of different training runs fail different episodes, far more than one
+checkpoint resampled does (``scripts/outcome_agreement.py`` measures it), so averaging their
+actions asks whether that disagreement is variance an average removes.
+
+:class:`EnsemblePolicy` asks every member at every control step, so each member's action-chunk
+queue and observation history advance as if it drove alone, and returns the (optionally
+weighted) mean action. Members draw their sampling noise from torch's stream in the
+order given, so a seeded episode stays reproducible. Network evaluations add up over the members.
+
+:func:`ensemble_policy` is the Hydra target (``_partial_: true``) whose ``members`` are policy
+configs Hydra instantiates into factories (``configs/policy/vla_ensemble.yaml``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from simroll.checks import is_number
+from simroll.policies.base import CountsNetworkEvaluations, policy_name
+
+
+class EnsemblePolicy:
+    """The mean of ``members``' actions, weighted by ``weights`` (equal when None)."""
+
+    def __init__(self, members: Sequence[Any], weights: Sequence[float] | None = None):
+        members = list(members)
+        if len(members) < 2:
+            raise ValueError(f"an ensemble needs at least 2 members, got {len(members)}")
+        if weights is None:
+            weights = [1.0] * len(members)
+        weights = list(weights)
+        if len(weights) != len(members):
+            raise ValueError(f"weights has {len(weights)} entries for {len(members)} members")
+        if not all(is_number(w) and w >= 0 for w in weights) or not sum(weights) > 0:
+            raise ValueError(f"weights must be numbers >= 0 with a positive sum, got {weights}")
+        self.members = members
+        self.weights = np.asarray(weights, dtype=np.float64) / float(sum(weights))
+
+    @property
+    def policy_id(self) -> str:
+        return "ensemble(" + ",".join(policy_name(member) for member in self.members) + ")"
+
+    @property
+    def network_evaluations(self) -> int:
+        return sum(
+            member.network_evaluations
+            for member in self.members
+            if isinstance(member, CountsNetworkEvaluations)
+        )
+
+    def reset(self) -> None:
+        for member in self.members:
+            member.reset()
+
+    def select_action(self, obs: Any) -> np.ndarray:
+        actions = np.stack([np.asarray(m.select_action(obs), np.float64) for m in self.members])
+        return (self.weights @ actions).astype(np.float32)
+
+
+def ensemble_policy(
+    env: Any, members: Sequence[Callable[[Any], Any]], weights: Sequence[float] | None = None
+) -> EnsemblePolicy:
+    """``EnsemblePolicy([member(env) for member in members], weights)``: the factory a config
+    names (each member a policy factory, e.g. an instantiated ``_partial_`` config)."""
+    return EnsemblePolicy([member(env) for member in members], weights)

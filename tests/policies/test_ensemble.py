@@ -1,0 +1,83 @@
+"""The checkpoint ensemble: the executed action is the members' (weighted) mean, every member is
+asked every step, counts add up, bad weights are refused, and the shipped config instantiates."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simroll.policies.base import CountsNetworkEvaluations, NamesItself
+from simroll.policies.ensemble import EnsemblePolicy, ensemble_policy
+
+
+class Constant:
+    def __init__(self, value: float, evaluations: int = 0):
+        self.value, self.calls, self.resets, self.evaluations = value, 0, 0, evaluations
+
+    @property
+    def policy_id(self) -> str:
+        return f"c{self.value:g}"
+
+    @property
+    def network_evaluations(self) -> int:
+        return self.evaluations * self.calls
+
+    def reset(self) -> None:
+        self.resets += 1
+        self.calls = 0
+
+    def select_action(self, obs):
+        self.calls += 1
+        return np.full(5, self.value, np.float32)
+
+
+def test_the_ensemble_executes_the_mean_and_asks_every_member_every_step():
+    members = [Constant(0.1, 10), Constant(0.5, 10), Constant(-0.3, 4)]
+    policy = EnsemblePolicy(members)
+    policy.reset()
+    for _ in range(3):
+        action = policy.select_action(None)
+    assert action.dtype == np.float32 and action.shape == (5,)
+    np.testing.assert_allclose(action, np.full(5, 0.1), atol=1e-6)
+    assert [m.calls for m in members] == [3, 3, 3] and [m.resets for m in members] == [1, 1, 1]
+    assert isinstance(policy, CountsNetworkEvaluations) and policy.network_evaluations == 72
+    assert isinstance(policy, NamesItself) and policy.policy_id == "ensemble(c0.1,c0.5,c-0.3)"
+
+
+def test_weights_weigh_the_members():
+    policy = ensemble_policy(None, [lambda env: Constant(1.0), lambda env: Constant(0.0)], [3, 1])
+    np.testing.assert_allclose(policy.select_action(None), np.full(5, 0.75))
+
+
+@pytest.mark.parametrize(
+    ("members", "weights", "message"),
+    [
+        (1, None, "at least 2 members"),
+        (2, [1.0], "weights has 1 entries"),
+        (2, [1.0, -1.0], "weights must be"),
+        (2, [0.0, 0.0], "weights must be"),
+        (2, [1.0, "x"], "weights must be"),
+    ],
+)
+def test_bad_ensembles_are_refused_with_the_bad_value(members, weights, message):
+    with pytest.raises(ValueError, match=message):
+        EnsemblePolicy([Constant(0.0) for _ in range(members)], weights)
+
+
+def test_the_shipped_config_names_three_loadable_members():
+    from hydra import compose, initialize_config_dir
+    from hydra.utils import instantiate
+
+    from simroll.cli import schema  # noqa: F401 - the typed eval config
+    from simroll.cli.eval import CONFIG_DIR
+
+    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
+        config = compose(
+            "eval",
+            overrides=["policy=vla_ensemble", "policy.members.1.path=elsewhere/ckpt"],
+        )
+    members = config.policy.members
+    assert [m.noise_seed for m in members] == [0, 1, 2] and members[2].path == "policies/vla_soft"
+    assert members[1].path == "elsewhere/ckpt" and members[0].path == "policies/vla_soft"
+    factory = instantiate(config.policy)
+    assert factory.func is ensemble_policy and len(factory.keywords["members"]) == 3
