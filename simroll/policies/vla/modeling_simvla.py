@@ -442,14 +442,12 @@ class SimVLAModel(nn.Module):
                 self.predict_goal(context, mask) if self.config.goal_source == "estimate" else None
             )
             condition = self.goal_condition(estimate, batch)
+        kv = self.context_kv(context)  # projected once; the samples share it
         if samples > 1:  # one batched flow: observation b's samples are rows b*K .. b*K+K-1
-            context, mask = (
-                context.repeat_interleave(samples, 0),
-                mask.repeat_interleave(samples, 0),
-            )
+            kv = [(k.repeat_interleave(samples, 0), v.repeat_interleave(samples, 0)) for k, v in kv]
+            mask = mask.repeat_interleave(samples, 0)
             if condition is not None:
                 condition = condition.repeat_interleave(samples, 0)
-        kv = self.context_kv(context)
         chunks = euler_integrate(
             lambda x_t, time: self.velocity(x_t, time, kv, mask, condition),
             noise,
