@@ -64,7 +64,12 @@ Run: ``python scripts/diagnose_deformation.py --policy policies/diffusion_soft_l
 minutes on one core for 40 state-mode episodes); ``--policy CHECKPOINT --task SoftPlace
 --from-run runs/test_x --failures-only`` for a run's SoftPlace failures. A run is replayed with
 its own policy settings: the ``policy.overrides`` its manifest records (``--override`` changes
-them), and a ``--policy`` whose weights are not the run's is refused.
+them), and a ``--policy`` whose weights are not the run's is refused. ``--from-run DIR
+--run-policy`` replays with the whole policy config the run's manifest records instead of
+``--policy`` (any policy ``simroll eval`` ran, e.g. ``policy=vla_ensemble``; its checkpoint paths
+as the run gave them, relative to the working directory), and the env settings of the run's
+fingerprint (``env.obs_mode``, ``env.image_size``, ``env.gripper_mode``); the weights are not
+checked, and ``reproduced`` says whether the replays are the run's episodes.
 """
 
 from __future__ import annotations
@@ -224,6 +229,30 @@ def run_policy_settings(run_dir: Path) -> tuple[dict[str, Any], str | None]:
     return dict(overrides), manifest.fingerprint.get("policy.weights_sha256")
 
 
+def run_policy_config(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The policy config an eval run's manifest records (a ``_partial_`` Hydra config) and the
+    env settings of its fingerprint, for replaying the run's policy whatever it was."""
+    from simroll.rollout.manifest import ManifestError, read_manifest
+
+    try:
+        manifest = read_manifest(run_dir)
+    except ManifestError as error:
+        raise SystemExit(f"--from-run: {error}") from None
+    policy = None if manifest is None else manifest.config.get("policy")
+    if not (isinstance(policy, dict) and "_target_" in policy):
+        raise SystemExit(
+            f"--run-policy: {run_dir} records no policy config (a manifest whose config has a "
+            "policy with a _target_, as simroll eval writes); pass --policy instead"
+        )
+    fingerprint = manifest.fingerprint
+    env = {
+        "obs_mode": fingerprint.get("env.obs_mode", "state"),
+        "gripper_mode": fingerprint.get("env.gripper_mode", "delta"),
+        "image_size": fingerprint.get("env.image_size", 96),
+    }
+    return policy, env
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--policy", default="policies/diffusion_soft_lift")
@@ -270,10 +299,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--failures-only", action="store_true", help="with --from-run: only its failed episodes"
     )
+    parser.add_argument(
+        "--run-policy",
+        action="store_true",
+        help="with --from-run: replay with the policy config the run's manifest records "
+        "(e.g. an ensemble) instead of --policy",
+    )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     if args.failures_only and args.from_run is None:
         parser.error("--failures-only needs --from-run")
+    if args.run_policy and args.from_run is None:
+        parser.error("--run-policy needs --from-run")
+    if args.run_policy and args.override:
+        parser.error("--run-policy replays the run's policy config as it ran; drop --override")
     if args.episodes < 1:
         parser.error(f"--episodes must be >= 1, got {args.episodes}")
     from simroll.policies.resolve import parse_setting
@@ -295,8 +334,12 @@ def main(argv: list[str] | None = None) -> int:
     from simroll.rollout.episode import EnvConfig, EpisodeObserver, run_episode
     from simroll.rollout.records import EpisodeSpec
 
-    checkpoint = resolve_checkpoint(args.policy)
-    recorded = read_env_record(checkpoint)
+    run_policy: dict[str, Any] | None = None
+    if args.run_policy:
+        run_policy, recorded = run_policy_config(args.from_run)
+    else:
+        checkpoint = resolve_checkpoint(args.policy)
+        recorded = read_env_record(checkpoint)
     env_config = EnvConfig(
         obs_mode=recorded.get("obs_mode", "state"),
         gripper_mode=recorded.get("gripper_mode", "delta"),
@@ -310,10 +353,13 @@ def main(argv: list[str] | None = None) -> int:
         raw = env.unwrapped
         return quadrant(raw.goal_position()[:2] - raw.object_center()[:2])
 
-    weights = weights_digest(args.policy)  # which weights the path holds
+    # which weights the path holds (not checked for a run's own policy config)
+    weights = None if args.run_policy else weights_digest(args.policy)
     if args.from_run is not None:
         run = run_records(args.from_run, args.task, list(args.objects))
         ran_with, run_weights = run_policy_settings(args.from_run)
+        if args.run_policy:
+            ran_with = {}  # the config's own settings (its overrides included) replay as they ran
         if run_weights is not None and weights is not None and weights != run_weights:
             raise SystemExit(
                 f"--from-run {args.from_run} was run with weights {run_weights[:12]}, but "
@@ -399,7 +445,12 @@ def main(argv: list[str] | None = None) -> int:
             return action
 
     def labelled(env):
-        policy = load_policy(env, checkpoint, overrides=overrides)
+        if run_policy is not None:
+            from hydra.utils import instantiate
+
+            policy = instantiate(run_policy)(env)
+        else:
+            policy = load_policy(env, checkpoint, overrides=overrides)
         expert = SoftExpert(env.unwrapped, squeeze_hold_hand=args.squeeze_hold_hand)
         return Intervened(policy, expert, env, 0.0)
 
@@ -546,7 +597,8 @@ def main(argv: list[str] | None = None) -> int:
         env.close()
     payload = {
         "command": "python scripts/diagnose_deformation.py " + " ".join(argv or sys.argv[1:]),
-        "policy": str(args.policy),
+        "policy": f"run:{args.from_run}" if args.run_policy else str(args.policy),
+        "policy_config": run_policy,
         "weights_sha256": weights,
         "task": args.task,
         "objects": list(args.objects),

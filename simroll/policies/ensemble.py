@@ -1,4 +1,4 @@
-"""A checkpoint ensemble: one policy that executes the mean of its members' actions.
+"""A checkpoint ensemble: one policy that executes the mean (or median) of its members' actions.
 
 SimVLA checkpoints of different training runs fail different episodes, far more than one
 checkpoint resampled does (``scripts/outcome_agreement.py`` measures it), so averaging their
@@ -6,7 +6,9 @@ actions asks whether that disagreement is variance an average removes.
 
 :class:`EnsemblePolicy` asks every member at every control step, so each member's action-chunk
 queue and observation history advance as if it drove alone, and returns the (optionally
-weighted) mean action. Members draw their sampling noise from torch's stream in the
+weighted) mean action, or with ``combine="median"`` the per-channel median, which one member's
+outlying action (an early release, a swerve) does not move; e.g. with three members the gripper
+opens only when two of them open it. Members draw their sampling noise from torch's stream in the
 order given, so a seeded episode stays reproducible. Network evaluations add up over the members.
 
 :func:`ensemble_policy` is the Hydra target (``_partial_: true``) whose ``members`` are policy
@@ -23,12 +25,26 @@ import numpy as np
 from simroll.checks import is_number
 from simroll.policies.base import CountsNetworkEvaluations, policy_name
 
+COMBINES = ("mean", "median")
+
 
 class EnsemblePolicy:
-    """The mean of ``members``' actions, weighted by ``weights`` (equal when None)."""
+    """The mean of ``members``' actions, weighted by ``weights`` (equal when None), or their
+    per-channel median (``combine="median"``, equal weights only)."""
 
-    def __init__(self, members: Sequence[Any], weights: Sequence[float] | None = None):
+    def __init__(
+        self,
+        members: Sequence[Any],
+        weights: Sequence[float] | None = None,
+        combine: str = "mean",
+    ):
         members = list(members)
+        if combine not in COMBINES:
+            raise ValueError(f"combine must be one of {COMBINES}, got {combine!r}")
+        if combine == "median" and weights is not None:
+            raise ValueError(
+                f"combine='median' takes equal members (weights null), got weights {weights!r}"
+            )
         if len(members) < 2:
             raise ValueError(f"an ensemble needs at least 2 members, got {len(members)}")
         if weights is None:
@@ -40,6 +56,7 @@ class EnsemblePolicy:
             raise ValueError(f"weights must be numbers >= 0 with a positive sum, got {weights}")
         self.members = members
         self.weights = np.asarray(weights, dtype=np.float64) / float(sum(weights))
+        self.combine = combine
 
     @property
     def policy_id(self) -> str:
@@ -59,12 +76,17 @@ class EnsemblePolicy:
 
     def select_action(self, obs: Any) -> np.ndarray:
         actions = np.stack([np.asarray(m.select_action(obs), np.float64) for m in self.members])
+        if self.combine == "median":
+            return np.median(actions, axis=0).astype(np.float32)
         return (self.weights @ actions).astype(np.float32)
 
 
 def ensemble_policy(
-    env: Any, members: Sequence[Callable[[Any], Any]], weights: Sequence[float] | None = None
+    env: Any,
+    members: Sequence[Callable[[Any], Any]],
+    weights: Sequence[float] | None = None,
+    combine: str = "mean",
 ) -> EnsemblePolicy:
-    """``EnsemblePolicy([member(env) for member in members], weights)``: the factory a config
-    names (each member a policy factory, e.g. an instantiated ``_partial_`` config)."""
-    return EnsemblePolicy([member(env) for member in members], weights)
+    """``EnsemblePolicy([member(env) for member in members], weights, combine)``: the factory a
+    config names (each member a policy factory, e.g. an instantiated ``_partial_`` config)."""
+    return EnsemblePolicy([member(env) for member in members], weights, combine)

@@ -14,15 +14,17 @@ coin is drawn from a copy of the env's generator taken right after its reset, so
 seed gives the same mixture and the env's own random stream is untouched.
 
 A :class:`Perturbation` (``perturb``) injects disturbances into the executed actions, so that the
-learner's rollouts visit the states a disturbance leads to and the expert labels how to recover
-from them (disturbance injection as in DART, Laskey et al. 2017): at each step of a chosen expert
-phase (``SoftExpert.phase``, e.g. ``lift`` and ``carry``), with probability ``rate``, some channels
-of the executed action are overwritten (e.g. the gripper opened) for ``steps`` steps, at most
-``per_episode`` times an episode. The labels stay the expert's action at every state; only what
-is executed changes. With ``expert_after = n`` the expert's action is executed for the ``n`` steps
-after each disturbance, so its recovery is demonstrated on the disturbed path, not only labelled
-along the learner's. Its coins come from a jump of the same generator, so they neither move the
-beta coins nor the env's stream.
+learner's rollouts visit the states a disturbance leads to and the expert labels how to recover from
+them (disturbance injection as in DART, Laskey et al. 2017): at each step of a chosen expert phase
+(``SoftExpert.phase``, e.g. ``lift`` and ``carry``), with probability ``rate``, some channels of the
+executed action are overwritten (e.g. the gripper opened) for ``steps`` steps, at most
+``per_episode`` times an episode; a channel given as ``[low, high]`` takes a value drawn uniformly
+once per disturbance (e.g. a push of the hand in a random horizontal direction while the gripper
+opens, so an object is let go beside where the expert would have released it). The labels stay the
+expert's action at every state; only what is executed changes. With ``expert_after = n`` the
+expert's action is executed for the ``n`` steps after each disturbance, so its recovery is
+demonstrated on the disturbed path, not only labelled along the learner's. Its coins come from a
+jump of the same generator, so they neither move the beta coins nor the env's stream.
 
 :func:`mixing_policy` is the Hydra target (``_partial_: true``) whose ``learner`` and ``expert``
 are policy configs Hydra instantiates into factories.
@@ -44,11 +46,12 @@ from simroll.policies.base import CountsNetworkEvaluations, LabelsStates, policy
 @dataclass(frozen=True)
 class Perturbation:
     """Overwrite the executed action's channels where ``action`` has a number (``None`` keeps the
-    driver's) for ``steps`` steps, started with probability ``rate`` at each step whose expert
-    phase is in ``phases`` (every step when empty), at most ``per_episode`` times an episode;
-    then execute the expert's action for ``expert_after`` steps (0: the driver goes on)."""
+    driver's; ``(low, high)`` a uniform draw per disturbance) for ``steps`` steps, started with
+    probability ``rate`` at each step whose expert phase is in ``phases`` (every step when empty),
+    at most ``per_episode`` times an episode; then execute the expert's action for ``expert_after``
+    steps (0: the driver goes on)."""
 
-    action: tuple[float | None, ...]
+    action: tuple[float | tuple[float, float] | None, ...]
     phases: tuple[str, ...] = ()
     rate: float = 0.1
     steps: int = 5
@@ -67,19 +70,31 @@ class Perturbation:
             )
         low, high = np.asarray(action_space.low), np.asarray(action_space.high)
         action = config["action"]
+
+        def is_range(v: Any) -> bool:
+            return (
+                isinstance(v, Sequence)
+                and not isinstance(v, str)
+                and len(v) == 2
+                and all(is_number(x) for x in v)
+                and v[0] <= v[1]
+            )
+
         if not (
             isinstance(action, Sequence)
             and not isinstance(action, str)
             and len(action) == low.size
-            and all(v is None or is_number(v) for v in action)
+            and all(v is None or is_number(v) or is_range(v) for v in action)
             and any(v is not None for v in action)
         ):
             raise ValueError(
-                f"perturb.action must list {low.size} channels, each a number or null (keep the "
-                f"driver's), at least one a number; got {action!r}"
+                f"perturb.action must list {low.size} channels, each a number, a range "
+                f"[low, high] (drawn per disturbance) or null (keep the driver's), at least one "
+                f"not null; got {action!r}"
             )
         for i, value in enumerate(action):
-            if value is not None and not low[i] <= value <= high[i]:
+            ends = () if value is None else tuple(value) if is_range(value) else (value,)
+            if not all(low[i] <= end <= high[i] for end in ends):
                 raise ValueError(
                     f"perturb.action[{i}] = {value!r} is outside the action space "
                     f"[{low[i]}, {high[i]}]"
@@ -98,7 +113,10 @@ class Perturbation:
                     f"perturb.{name} must be an integer >= {least[name]}, got {value!r}"
                 )
         return cls(
-            action=tuple(None if v is None else float(v) for v in action),
+            action=tuple(
+                None if v is None else float(v) if is_number(v) else (float(v[0]), float(v[1]))
+                for v in action
+            ),
             phases=tuple(phases),
             rate=float(rate),
             steps=int(counts["steps"]),
@@ -106,9 +124,24 @@ class Perturbation:
             expert_after=int(counts["expert_after"]),
         )
 
-    def apply(self, action: np.ndarray) -> np.ndarray:
+    @property
+    def drawn(self) -> bool:
+        """Whether a channel is a range, drawn anew for each disturbance."""
+        return any(isinstance(v, tuple) for v in self.action)
+
+    def draw(self, rng: np.random.Generator) -> tuple[float | None, ...]:
+        """The channel values of one disturbance: each range drawn uniformly (in channel order,
+        one draw per range), numbers and nulls as given."""
+        return tuple(float(rng.uniform(*v)) if isinstance(v, tuple) else v for v in self.action)
+
+    def apply(self, action: np.ndarray, values: Sequence[float | None] | None = None) -> np.ndarray:
+        """``action`` with the channels of ``values`` (one disturbance's draw; ``self.action``
+        when None, which must then hold no range) overwritten."""
+        values = self.action if values is None else values
         out = action.copy()
-        for i, value in enumerate(self.action):
+        for i, value in enumerate(values):
+            if isinstance(value, tuple):
+                raise ValueError("a perturbation with ranges applies a drawn action (draw())")
             if value is not None:
                 out[i] = value
         return out
@@ -156,6 +189,7 @@ class ExpertMixing:
         self.action_label: np.ndarray | None = None
         self.expert_steps = self.perturbed_steps = self.perturbations = self.perturb_left = 0
         self.steps = self.recover_left = 0
+        self.perturb_values: tuple[float | None, ...] | None = None
         self.rng = np.random.default_rng(0)
         self.perturb_rng = np.random.default_rng(1)
 
@@ -189,6 +223,7 @@ class ExpertMixing:
         self.action_label = None
         self.expert_steps = self.steps = self.recover_left = 0
         self.perturbed_steps = self.perturbations = self.perturb_left = 0
+        self.perturb_values = None
 
     def select_action(self, obs: Any) -> np.ndarray:
         label = np.asarray(self.expert.select_action(obs), dtype=np.float32)
@@ -210,13 +245,15 @@ class ExpertMixing:
             if eligible and self.perturb_rng.random() < perturb.rate:
                 self.perturbations += 1
                 self.perturb_left = perturb.steps
+                # (ranges drawn after the coin, so settings without one keep their streams)
+                self.perturb_values = perturb.draw(self.perturb_rng) if perturb.drawn else None
         if self.perturb_left == 0:
             return action
         self.perturb_left -= 1
         self.perturbed_steps += 1
         if self.perturb_left == 0:
             self.recover_left = perturb.expert_after
-        return perturb.apply(action)
+        return perturb.apply(action, self.perturb_values)
 
 
 def mixing_policy(

@@ -1,5 +1,6 @@
-"""The checkpoint ensemble: the executed action is the members' (weighted) mean, every member is
-asked every step, counts add up, bad weights are refused, and the shipped config instantiates."""
+"""The checkpoint ensemble: the executed action is the members' (weighted) mean or their median,
+every member is asked every step, counts add up, bad settings are refused, and the shipped
+config instantiates."""
 
 from __future__ import annotations
 
@@ -47,6 +48,21 @@ def test_the_ensemble_executes_the_mean_and_asks_every_member_every_step():
 def test_weights_weigh_the_members():
     policy = ensemble_policy(None, [lambda env: Constant(1.0), lambda env: Constant(0.0)], [3, 1])
     np.testing.assert_allclose(policy.select_action(None), np.full(5, 0.75))
+
+
+def test_the_median_ignores_one_outlying_member():
+    members = [Constant(0.2), Constant(0.3), Constant(-1.0)]
+    policy = ensemble_policy(None, [lambda env, m=m: m for m in members], combine="median")
+    np.testing.assert_allclose(policy.select_action(None), np.full(5, 0.2))
+    even = EnsemblePolicy([Constant(v) for v in (0.0, 0.2, 0.4, -1.0)], combine="median")
+    np.testing.assert_allclose(even.select_action(None), np.full(5, 0.1), atol=1e-6)
+
+
+def test_the_median_refuses_weights_and_unknown_combines_are_named():
+    with pytest.raises(ValueError, match="median.*weights"):
+        EnsemblePolicy([Constant(0.0), Constant(1.0)], [1.0, 2.0], combine="median")
+    with pytest.raises(ValueError, match="combine must be one of.*'vote'"):
+        EnsemblePolicy([Constant(0.0), Constant(1.0)], combine="vote")
 
 
 @pytest.mark.parametrize(

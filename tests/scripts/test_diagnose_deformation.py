@@ -270,3 +270,49 @@ def test_from_run_replays_with_the_runs_policy_settings_and_refuses_other_weight
     assert not out.exists()
     assert _module().main([*args, "--from-run", str(run_with(weights_digest(policy)))]) == 0
     assert json.loads(out.read_text())["overrides"] == {"n_action_steps": 8}
+
+
+def test_run_policy_replays_the_runs_own_policy_config_an_ensemble(tmp_path, monkeypatch):
+    # an ensemble has no single checkpoint to pass as --policy: --run-policy instantiates the
+    # config the run's manifest records, with the env settings of its fingerprint
+    from simroll.rollout.manifest import RunManifest, write_manifest
+
+    monkeypatch.setenv("MUJOCO_GL", "egl")
+    path = str(ROOT / "policies" / "diffusion_soft_lift")
+    member = {
+        "_target_": "simroll.policies.lerobot.load_policy",
+        "_partial_": True,
+        "path": path,
+        "device": "cpu",
+        "overrides": {"n_action_steps": 8},
+    }
+    policy = {
+        "_target_": "simroll.policies.ensemble.ensemble_policy",
+        "_partial_": True,
+        "members": [member, {**member, "noise_seed": 1}],
+        "combine": "median",
+    }
+    spec = EpisodeSpec("SoftPlace", "tofu", seed=12, index=0)
+    run = tmp_path / "run"
+    fingerprint = {"env.obs_mode": "state", "env.image_size": 64, "env.gripper_mode": "delta"}
+    manifest = RunManifest(
+        command="eval", fingerprint=fingerprint, episodes=1, config={"policy": policy}
+    )
+    write_manifest(run, manifest, [spec])
+    RecordStore(run).append(_record(spec, success=False))
+    out = tmp_path / "diagnosis.json"
+    args = ["--task", "SoftPlace", "--from-run", str(run), "--run-policy", "--out", str(out)]
+    assert _module().main(args) == 0
+    payload = json.loads(out.read_text())
+    assert payload["policy_config"] == policy and payload["policy"] == f"run:{run}"
+    assert payload["env"]["obs_mode"] == "state" and payload["weights_sha256"] is None
+    (episode,) = payload["episodes"]
+    assert episode["steps"] > 20 and sum(episode["phase_steps"].values()) == episode["steps"]
+    assert payload["summary"]["reproduced"] == int(not episode["success"])
+    # nothing to instantiate, or settings the config would not take: refused, naming why
+    with pytest.raises(SystemExit, match="records no policy config"):
+        _module().main([*args[:2], "--from-run", str(tmp_path), "--run-policy", "--out", str(out)])
+    with pytest.raises(SystemExit):
+        _module().main([*args, "--override", "n_action_steps=2"])
+    with pytest.raises(SystemExit):
+        _module().main(["--run-policy", "--out", str(out)])

@@ -173,11 +173,40 @@ def test_the_expert_drives_for_expert_after_steps_after_a_disturbance(env):
     assert policy.episode_extras() == {"expert_steps": 6, "perturbed_steps": 4}
 
 
+def test_a_range_channel_is_drawn_once_per_disturbance_and_seeded(env):
+    push = {**DROP, "action": [[-1.0, 1.0], [0.25, 0.5], None, None, -1.0], "per_episode": 3}
+    push["rate"] = 1.0
+
+    def run(seed: int, perturb=push) -> list[np.ndarray]:
+        env.reset(seed=seed)
+        policy = ExpertMixing(Counter(), PhasedLabeller(env), env, perturb=perturb)
+        policy.reset()
+        return [policy.select_action(None) for _ in range(16)]
+
+    actions = run(7)
+    disturbed = [a for a in actions if a[4] == -1.0]
+    assert len(disturbed) == 12  # three disturbances of 4 steps, from the first lift step
+    draws = [tuple(disturbed[k][:2]) for k in (0, 4, 8)]
+    for k, draw in enumerate(draws):  # one draw held over each disturbance's steps
+        assert all(tuple(a[:2]) == draw for a in disturbed[4 * k : 4 * k + 4])
+        assert -1.0 <= draw[0] <= 1.0 and 0.25 <= draw[1] <= 0.5
+    assert len(set(draws)) == 3  # drawn anew each time
+    np.testing.assert_array_equal(np.stack(actions), np.stack(run(7)))  # seeded
+    assert not np.array_equal(np.stack(actions), np.stack(run(8)))
+    # the draw comes after the coin: the first disturbance starts where it would without ranges
+    fixed = {**DROP, "per_episode": 3, "rate": 0.3}
+    ranged = {**fixed, "action": [[0.0, 0.0], None, None, None, -1.0]}
+    starts = [[k for k, a in enumerate(run(7, p)) if a[4] == -1.0][0] for p in (fixed, ranged)]
+    assert starts[0] == starts[1]
+
+
 @pytest.mark.parametrize(
     ("perturb", "match"),
     [
         ({**DROP, "expert_after": -1}, r"perturb.expert_after must be an integer >= 0"),
-        ({"action": [None] * 5}, "at least one a number"),
+        ({"action": [[0.5, -0.5], None, None, None, None]}, "a range"),
+        ({"action": [[-2.0, 0.5], None, None, None, None]}, r"perturb.action\[0\] = \[-2.0"),
+        ({"action": [None] * 5}, "at least one not null"),
         ({"action": [0.0] * 4}, "list 5 channels"),
         ({"action": [None, None, None, None, -2.0]}, r"perturb.action\[4\] = -2.0"),
         ({**DROP, "rate": 0.0}, "perturb.rate"),
