@@ -47,6 +47,13 @@ errors are of the executed action). ``--expert-hand-in PHASE ...`` and ``--exper
 ...`` are interventions of the same kind: in those phases the policy's hand motion (x, y, z, yaw),
 or its gripper command, is replaced by the expert's label, the other channels kept; e.g. whether
 a policy that drops objects on the way does so by its grip or by its carrying motion.
+``--move-target-after-release METRES`` is another (SoftPlace only): the first time the object
+rests off the target (beyond the success radius) after the expert saw it held, the target disc
+moves to METRES from the object on its far side (inside the table's target range), so the
+scene no longer shows the object next to its target; each episode then says at which step the
+target moved and after how many steps the policy held the object again (``regrasp_steps``,
+None when it did not), and the summary counts them: whether a policy that lets go beside the
+target takes the object again once the target is elsewhere.
 ``--squeeze-hold-hand`` labels with the expert whose squeeze holds the hand still
 (``SoftExpert(squeeze_hold_hand=True)``); the phases and so the crossings are the same, the
 squeeze's z labels differ.
@@ -92,6 +99,7 @@ AXES = ("x", "y", "z", "yaw", "gripper")
 HELD_PHASES = frozenset({"squeeze", "lift", "carry", "lower"})  # the expert sees it grasped
 LET_GO_PHASES = frozenset({"release", "retreat"})  # where leaving the grasp is the plan
 OPEN_COMMAND = -0.5  # an executed gripper command below this moves the jaw towards open
+TARGET_RANGE = 0.18  # SoftPlace's reset clips the target's x and y to this (simroll.envs.soft)
 
 
 def lost_grasps(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -154,6 +162,35 @@ def target_pixels(obs: dict[str, Any]) -> int | None:
     image = pixels["scene"].astype(float)
     red, green, blue = image[..., 0], image[..., 1], image[..., 2]
     return int(((green > 1.15 * red) & (green > 1.1 * blue) & (green > 40)).sum())
+
+
+def moved_target(raw, distance: float, step: int) -> int | None:
+    """If the object rests off the target (beyond the success radius), move the target disc to
+    ``distance`` from the object on its side away from the target (clipped to the table's target
+    range, as SoftPlace's reset draws it) and return ``step``; else leave it and return None."""
+    import numpy as np
+
+    from simroll.envs.soft.place import PLACE_RADIUS
+
+    center, goal = raw.object_center(), raw.goal_position()
+    away = center[:2] - goal[:2]
+    off = float(np.linalg.norm(away))
+    if abs(center[2] - raw.rest_center[2]) >= 0.015 or off <= PLACE_RADIUS:
+        return None
+    raw.model.site_pos[raw.ids.target_site][:2] = np.clip(
+        center[:2] + distance * away / off, -TARGET_RANGE, TARGET_RANGE
+    )
+    return step
+
+
+def regrasp_steps(rows: list[dict[str, Any]], moved_at: int | None) -> int | None:
+    """Steps from the target's move to the first step the expert sees the object held again."""
+    if moved_at is None:
+        return None
+    for step in range(moved_at + 1, len(rows)):
+        if rows[step]["phase"] in HELD_PHASES:
+            return step - moved_at
+    return None
 
 
 def view_offset(raw, offset) -> tuple[float, float]:
@@ -286,6 +323,14 @@ def main(argv: list[str] | None = None) -> int:
             help=f"expert phases in which the policy's {channel} is replaced by the expert's label",
         )
     parser.add_argument(
+        "--move-target-after-release",
+        type=float,
+        default=None,
+        metavar="METRES",
+        help="SoftPlace: once the object rests off the target after a grasp, move the target "
+        "this far to the object's far side",
+    )
+    parser.add_argument(
         "--squeeze-hold-hand",
         action="store_true",
         help="label with the expert whose squeeze holds the hand still (squeeze_hold_hand)",
@@ -313,6 +358,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--run-policy needs --from-run")
     if args.run_policy and args.override:
         parser.error("--run-policy replays the run's policy config as it ran; drop --override")
+    if args.move_target_after_release is not None and (
+        args.task != "SoftPlace" or not 0.0 < args.move_target_after_release <= 0.3
+    ):
+        parser.error(
+            "--move-target-after-release takes metres in (0, 0.3] and --task SoftPlace, got "
+            f"{args.move_target_after_release} on {args.task}"
+        )
     if args.episodes < 1:
         parser.error(f"--episodes must be >= 1, got {args.episodes}")
     from simroll.policies.resolve import parse_setting
@@ -425,15 +477,24 @@ def main(argv: list[str] | None = None) -> int:
                 self.rows[-1]["target_pixels"] = target_pixels(obs)
 
     held_phases = frozenset(args.hold_hand_in)
+    move_to = args.move_target_after_release
     expert_hand, expert_grip = frozenset(args.expert_hand_in), frozenset(args.expert_grip_in)
 
     class Intervened(ExpertMixing):
         """The policy drives (the expert labels); in ``held_phases`` its hand motion is zeroed, in
         ``expert_hand`` / ``expert_grip`` its hand motion / gripper is the expert's label."""
 
+        def reset(self):
+            super().reset()
+            self.held_seen, self.moved_at = False, None
+
         def select_action(self, obs):
             action = super().select_action(obs)
             phase = self.expert.phase
+            if move_to is not None:
+                self.held_seen = self.held_seen or phase in HELD_PHASES
+                if self.held_seen and self.moved_at is None and phase not in HELD_PHASES:
+                    self.moved_at = moved_target(self.env, move_to, self.steps - 1)
             if phase in held_phases | expert_hand | expert_grip:
                 action = action.copy()
                 if phase in held_phases:
@@ -491,6 +552,9 @@ def main(argv: list[str] | None = None) -> int:
             ),
             "release": first_release(log.rows),
         }
+        if move_to is not None:
+            entry["target_moved_at"] = log.mixture.moved_at
+            entry["regrasp_steps"] = regrasp_steps(log.rows, log.mixture.moved_at)
         if placing:
             entry["goal_quadrant"] = log.quadrant
             entry["target_pixels_at_start"] = log.start_pixels
@@ -587,6 +651,13 @@ def main(argv: list[str] | None = None) -> int:
                 "median_abs_aside": round(float(np.median([abs(r["aside_m"]) for r in near])), 4),
                 "short_of_target": sum(r["beyond_m"] < 0 for r in near),
             }
+    if move_to is not None:
+        moved = [e for e in episodes if e["target_moved_at"] is not None]
+        again = [e["regrasp_steps"] for e in moved if e["regrasp_steps"] is not None]
+        summary["target_moved"] = len(moved)
+        summary["regrasped_after_move"] = len(again)
+        summary["regrasp_steps_median"] = float(np.median(again)) if again else None
+        summary["successes_after_move"] = sum(e["success"] for e in moved)
     if args.from_run is not None:
         summary["reproduced"] = sum(e["success"] == e["recorded_success"] for e in episodes)
         if placing:
@@ -611,6 +682,7 @@ def main(argv: list[str] | None = None) -> int:
         "hold_hand_in": sorted(held_phases),
         "expert_hand_in": sorted(expert_hand),
         "expert_grip_in": sorted(expert_grip),
+        "move_target_after_release": move_to,
         "summary": summary,
         "phases": phases,
         "episodes": episodes,

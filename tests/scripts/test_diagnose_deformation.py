@@ -316,3 +316,51 @@ def test_run_policy_replays_the_runs_own_policy_config_an_ensemble(tmp_path, mon
         _module().main([*args, "--override", "n_action_steps=2"])
     with pytest.raises(SystemExit):
         _module().main(["--run-policy", "--out", str(out)])
+
+
+def test_the_target_moves_away_only_once_the_object_rests_off_it(monkeypatch):
+    import gymnasium as gym
+    import mujoco
+    import numpy as np
+
+    import simroll  # noqa: F401 - registers the envs
+
+    monkeypatch.setenv("MUJOCO_GL", "egl")
+    module = _module()
+    env = gym.make("simroll/SoftPlace-v0", object="tofu")
+    env.reset(seed=5)
+    raw = env.unwrapped
+    center, goal = raw.object_center(), raw.goal_position()
+    assert module.moved_target(raw, 0.12, step=7) == 7  # resting 10-14 cm from the target
+    mujoco.mj_forward(raw.model, raw.data)
+    moved = raw.goal_position()
+    away = (center[:2] - goal[:2]) / np.linalg.norm(center[:2] - goal[:2])
+    expected = np.clip(center[:2] + 0.12 * away, -0.18, 0.18)
+    np.testing.assert_allclose(moved[:2], expected, atol=1e-9)
+    # on the target (within the success radius), or lifted: left where it is
+    raw.model.site_pos[raw.ids.target_site][:2] = center[:2] + [0.02, 0.0]
+    mujoco.mj_forward(raw.model, raw.data)
+    assert module.moved_target(raw, 0.12, step=8) is None
+    raw.rest_center = raw.rest_center - [0.0, 0.0, 0.05]  # as if the object were 5 cm up
+    raw.model.site_pos[raw.ids.target_site][:2] = center[:2] + [0.1, 0.0]
+    mujoco.mj_forward(raw.model, raw.data)
+    assert module.moved_target(raw, 0.12, step=9) is None
+    env.close()
+    rows = [{"phase": p} for p in ("lift", "align", "descend", "close", "squeeze", "lift")]
+    assert module.regrasp_steps(rows, 1) == 3 and module.regrasp_steps(rows[:4], 1) is None
+    assert module.regrasp_steps(rows, None) is None
+
+
+def test_moving_the_target_is_refused_off_softplace_or_out_of_range(tmp_path):
+    out = str(tmp_path / "x.json")
+    for bad in (
+        ["--task", "SoftLift"],
+        ["--task", "SoftPlace", "--move-target-after-release", "0"],
+    ):
+        args = (
+            bad
+            if "--move-target-after-release" in bad
+            else [*bad, "--move-target-after-release", "0.1"]
+        )
+        with pytest.raises(SystemExit):
+            _module().main([*args, "--out", out])
