@@ -99,7 +99,6 @@ AXES = ("x", "y", "z", "yaw", "gripper")
 HELD_PHASES = frozenset({"squeeze", "lift", "carry", "lower"})  # the expert sees it grasped
 LET_GO_PHASES = frozenset({"release", "retreat"})  # where leaving the grasp is the plan
 OPEN_COMMAND = -0.5  # an executed gripper command below this moves the jaw towards open
-TARGET_RANGE = 0.18  # SoftPlace's reset clips the target's x and y to this (simroll.envs.soft)
 
 
 def lost_grasps(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -170,7 +169,7 @@ def moved_target(raw, distance: float, step: int) -> int | None:
     range, as SoftPlace's reset draws it) and return ``step``; else leave it and return None."""
     import numpy as np
 
-    from simroll.envs.soft.place import PLACE_RADIUS
+    from simroll.envs.soft.place import PLACE_RADIUS, TARGET_RANGE
 
     center, goal = raw.object_center(), raw.goal_position()
     away = center[:2] - goal[:2]

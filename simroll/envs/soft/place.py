@@ -21,6 +21,7 @@ import numpy as np
 from simroll.envs.core import SoftTaskEnv
 
 PLACE_RADIUS = 0.03
+TARGET_RANGE = 0.18  # the reset keeps the target centre's x and y within +-this
 
 
 class SoftPlaceEnv(SoftTaskEnv):
@@ -32,7 +33,7 @@ class SoftPlaceEnv(SoftTaskEnv):
         angle = rng.uniform(-math.pi, math.pi)
         distance = rng.uniform(0.10, 0.14)
         target = center[:2] + distance * np.array([math.cos(angle), math.sin(angle)])
-        target = np.clip(target, -0.18, 0.18)
+        target = np.clip(target, -TARGET_RANGE, TARGET_RANGE)
         self.model.site_pos[self.ids.target_site][:2] = target
 
     def evaluate(self) -> dict[str, Any]:
