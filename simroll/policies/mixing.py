@@ -131,17 +131,17 @@ class Perturbation:
 
     def draw(self, rng: np.random.Generator) -> tuple[float | None, ...]:
         """The channel values of one disturbance: each range drawn uniformly (in channel order,
-        one draw per range), numbers and nulls as given."""
+        one draw per range), numbers and nulls as given; nothing is drawn without a range, so
+        such settings keep their random streams."""
+        if not self.drawn:
+            return self.action  # type: ignore[return-value]  (no tuple in it)
         return tuple(float(rng.uniform(*v)) if isinstance(v, tuple) else v for v in self.action)
 
-    def apply(self, action: np.ndarray, values: Sequence[float | None] | None = None) -> np.ndarray:
-        """``action`` with the channels of ``values`` (one disturbance's draw; ``self.action``
-        when None, which must then hold no range) overwritten."""
-        values = self.action if values is None else values
+    def apply(self, action: np.ndarray, values: Sequence[float | None]) -> np.ndarray:
+        """``action`` with the channels of ``values`` (one disturbance's :meth:`draw`)
+        overwritten where they are not None."""
         out = action.copy()
         for i, value in enumerate(values):
-            if isinstance(value, tuple):
-                raise ValueError("a perturbation with ranges applies a drawn action (draw())")
             if value is not None:
                 out[i] = value
         return out
@@ -245,8 +245,7 @@ class ExpertMixing:
             if eligible and self.perturb_rng.random() < perturb.rate:
                 self.perturbations += 1
                 self.perturb_left = perturb.steps
-                # (ranges drawn after the coin, so settings without one keep their streams)
-                self.perturb_values = perturb.draw(self.perturb_rng) if perturb.drawn else None
+                self.perturb_values = perturb.draw(self.perturb_rng)  # after the coin
         if self.perturb_left == 0:
             return action
         self.perturb_left -= 1
