@@ -8,6 +8,10 @@ the shipped checkpoint (closed-loop TSR/DSR with 95% intervals, with the command
 Run: ``python scripts/ship_policy.py --checkpoint runs/train/vla/checkpoints/last --name vla_soft
 --train-run runs/train/vla --eval-run runs/ship_vla_eval [--eval-run runs/ship_expert_eval]
 --train-command "simroll train ..."``
+
+A checkpoint ensemble ships as its members under one folder, then its own card:
+``--name ens/member_0 --member-of ens ...`` for each member, then ``--name ens
+--ensemble-config configs/policy/ens.yaml --eval-run ...``.
 """
 
 from __future__ import annotations
@@ -221,9 +225,17 @@ def inference_settings(args, parser, config: dict, checkpoint: Path) -> tuple[di
 INFERENCE_LINE = "- inference settings changed from training's "
 
 
-def results_section(eval_runs: list[Path]) -> list[str]:
+def results_section(eval_runs: list[Path], member_of: str = "") -> list[str]:
     """The card's closed-loop results: each eval run's table, then (with a second run, the
-    expert on the same specs) the TSR ratios."""
+    expert on the same specs) the TSR ratios; for a member of a shipped ensemble, a pointer to
+    the ensemble's card, whose results are measured with every member acting."""
+    if member_of:
+        return [
+            "## Closed-loop results",
+            "",
+            f"Measured as a member of the ensemble `{member_of}`: see its card "
+            f"(`policies/{member_of}/card.md`).\n",
+        ]
     lines = ["## Closed-loop results", "", *[eval_section(run) + "\n" for run in eval_runs]]
     if len(eval_runs) > 1:
         mine, expert = eval_runs[0], eval_runs[1]
@@ -296,6 +308,65 @@ def reship(args, parser) -> None:
     print(f"re-shipped {target} ({size_mb:.1f} MB) with {json.dumps(settings)}")
 
 
+def ensemble_card(args, parser) -> None:
+    """``--ensemble-config``: the card of ``policies/NAME``, a checkpoint ensemble whose members
+    were shipped under it (``--name NAME/member_0 --member-of NAME``, ...): the ensemble config
+    (how actions combine, each member's checkpoint and noise seed), each member's size and card,
+    then the closed-loop results of the ``--eval-run``s (the ensemble, then the expert)."""
+    import yaml
+
+    target = ROOT / "policies" / args.name
+    config_path = args.ensemble_config
+    if not config_path.is_file():
+        parser.error(f"--ensemble-config: {config_path} does not exist")
+    config = yaml.safe_load(config_path.read_text())
+    members = config.get("members") if isinstance(config, dict) else None
+    if not members or not all(isinstance(m, dict) and "path" in m for m in members):
+        parser.error(f"--ensemble-config: {config_path} has no members with a checkpoint path")
+    rows = []
+    for index, member in enumerate(members):
+        path = ROOT / member["path"]
+        if not (path / "config.json").is_file() or not (path / "card.md").is_file():
+            parser.error(
+                f"member {index}: {path} is not a shipped checkpoint with a card (ship it first "
+                f"with --name {args.name}/member_{index} --member-of {args.name})"
+            )
+        if not path.resolve().is_relative_to(target.resolve()):
+            parser.error(f"member {index}: {member['path']} is not under policies/{args.name}")
+        size_mb = sum(p.stat().st_size for p in path.iterdir() if p.name != "card.md") / 1e6
+        kind = json.loads((path / "config.json").read_text())["type"]
+        rows.append(
+            f"| {index} | `{member['path']}` | {kind} | {size_mb:.1f} MB | "
+            f"{member.get('noise_seed', 0)} | `{json.dumps(member.get('overrides') or {})}` | "
+            f"[card]({path.relative_to(target)}/card.md) |"
+        )
+    shown = config_path.resolve()
+    shown = shown.relative_to(ROOT) if shown.is_relative_to(ROOT) else shown
+    combine = config.get("combine", "mean")
+    weights = config.get("weights")
+    card = [
+        f"# `{args.name}`: an ensemble of {len(members)} checkpoints",
+        "",
+        f"Every member acts at every control step and the env executes the {combine} of their "
+        "actions"
+        + (f", weighted {weights}" if weights else ", equally weighted")
+        + f" (`simroll.policies.ensemble`). Config: `{shown}`; load with "
+        f"`simroll eval policy={config_path.stem}`. Network evaluations per control step add up "
+        "over the members.",
+        "",
+        "| member | checkpoint | type | size | noise seed | overrides | training |",
+        "|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+        *results_section(args.eval_run),
+        f"Checkpoint selection: {args.selection}\n" if args.selection else "",
+        "_Card written by `python scripts/ship_policy.py --ensemble-config`; numbers from the runs "
+        "named above._",
+    ]
+    write_text_atomic(target / "card.md", "\n".join(card) + "\n")
+    print(f"wrote {target / 'card.md'} ({len(members)} members)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", type=Path, help="required unless --reship")
@@ -338,7 +409,31 @@ def main() -> None:
         help="an inference setting stored in the shipped config.json (e.g. n_action_steps=1); "
         "the card lists it",
     )
+    parser.add_argument(
+        "--member-of",
+        default="",
+        metavar="ENSEMBLE",
+        help="the checkpoint is a member of the shipped ensemble policies/ENSEMBLE (--name "
+        "ENSEMBLE/member_N): its card points at the ensemble's results instead of --eval-run",
+    )
+    parser.add_argument(
+        "--ensemble-config",
+        type=Path,
+        help="write policies/NAME/card.md for the ensemble this policy config "
+        "(configs/policy/*.yaml) loads from members shipped under policies/NAME, with the "
+        "--eval-run results",
+    )
     args = parser.parse_args()
+    if args.ensemble_config is not None:
+        if args.checkpoint is not None or args.train_run is not None or args.reship:
+            parser.error(
+                "--ensemble-config writes only the ensemble's card: no --checkpoint, "
+                "--train-run or --reship"
+            )
+        ensemble_card(args, parser)
+        return
+    if args.member_of and args.eval_run:
+        parser.error("--member-of: the ensemble's card holds the results; give no --eval-run")
     if args.reship:
         if args.checkpoint is not None or args.train_run is not None or args.dagger_run:
             parser.error(
@@ -403,7 +498,7 @@ def main() -> None:
         "",
         *(["## Interactive imitation (DAgger)", ""] if args.dagger_run else []),
         *[dagger_section(run) for run in args.dagger_run],
-        *results_section(args.eval_run),
+        *results_section(args.eval_run, args.member_of),
         f"Training command: `{args.train_command}`\n" if args.train_command else "",
         f"Checkpoint selection: {args.selection}\n" if args.selection else "",
         "_Card written by `python scripts/ship_policy.py`; numbers from the runs named above._",

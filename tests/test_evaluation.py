@@ -10,6 +10,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -218,3 +219,27 @@ def test_a_checkpoints_env_settings_apply_unless_passed_and_a_contradiction_is_r
     with pytest.raises(ConfigError, match=r"image_size=96 contradicts .*simroll_env.json"):
         evaluate("policies/vla_soft", image_size=96, output_dir=tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+def test_an_ensembles_members_env_settings_apply_and_must_agree(tmp_path):
+    """A checkpoint ensemble takes its members' recorded env settings; members trained with
+    different settings are refused, naming both records."""
+    import shutil
+
+    member = {"_target_": CHECKPOINT_LOADER, "_partial_": True, "path": "policies/vla_soft"}
+    ensemble = {
+        "_target_": "simroll.policies.ensemble.ensemble_policy",
+        "members": [member, {"_target_": "simroll.experts.SoftExpert"}, member],
+    }
+    defaults = {"obs_mode": "state", "image_size": 96, "gripper_mode": "delta"}
+    settings, notes = apply_checkpoint_env(defaults, ensemble, explicit=set())
+    assert (settings["obs_mode"], settings["image_size"]) == ("full", 64)
+    assert "vla_soft/simroll_env.json" in notes[0]
+
+    shipped = Path(__file__).resolve().parents[1] / "policies" / "vla_soft"
+    other = Path(shutil.copytree(shipped, tmp_path / "other"))
+    record = json.loads((other / "simroll_env.json").read_text())
+    (other / "simroll_env.json").write_text(json.dumps({**record, "image_size": 96}))
+    ensemble["members"][2] = {**member, "path": str(other)}
+    with pytest.raises(ConfigError, match=r"different env settings: .*vla_soft.* .*other"):
+        apply_checkpoint_env(defaults, ensemble, explicit=set())

@@ -5,7 +5,8 @@ checkpoint records.
 message names the value and the valid choices (the commands print it as one line, exit 2).
 
 :func:`apply_checkpoint_env` is the one rule for a checkpoint's ``simroll_env.json`` (the env
-settings of its training data: obs mode, image size, gripper mode): they replace the run's values
+settings of its training data: obs mode, image size, gripper mode; for a checkpoint ensemble, its
+members' agreeing records): they replace the run's values
 unless the caller set those explicitly; an explicit value that contradicts the record is refused
 naming the file (an image size only counts for a policy that reads camera images). ``simroll
 eval``/``certify`` (:func:`simroll.cli.common.env_config_from`, where "explicit" means "on the
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 from simroll.features import CAMERAS, image_key, is_camera_key
 from simroll.policies.resolve import CHECKPOINT_LOADER  # the target that loads a checkpoint
 
+ENSEMBLE_TARGET = "simroll.policies.ensemble.ensemble_policy"  # a checkpoint ensemble's target
+
 # EnvConfig fields a checkpoint's env record (simroll_env.json) sets
 RECORDED_ENV_KEYS = ("obs_mode", "image_size", "gripper_mode")
 
@@ -34,10 +37,20 @@ class ConfigError(ValueError):
     """A config value is invalid; the message names it and the valid choices."""
 
 
+def ensemble_members(policy: Mapping[str, Any] | None) -> list[Any] | None:
+    """The member policy configs of a checkpoint-ensemble config (``ensemble_policy``), else
+    None."""
+    if isinstance(policy, Mapping) and policy.get("_target_") == ENSEMBLE_TARGET:
+        members = policy.get("members")
+        return list(members) if isinstance(members, Sequence) else []
+    return None
+
+
 def checkpoint_env(policy: Mapping[str, Any] | None) -> tuple[dict[str, Any], Path | None, bool]:
     """The env record of the checkpoint the policy config ``policy`` loads (empty when it loads
     none or the checkpoint has no record), the record's path, and whether the policy reads camera
-    images."""
+    images. For a checkpoint ensemble, its members' records, which must agree (ConfigError
+    naming two that differ)."""
     from simroll.policies.checkpoint import (
         CONFIG_FILE,
         ENV_RECORD,
@@ -45,6 +58,19 @@ def checkpoint_env(policy: Mapping[str, Any] | None) -> tuple[dict[str, Any], Pa
         resolve_checkpoint,
     )
 
+    members = ensemble_members(policy)
+    if members is not None:
+        found = [found for found in map(checkpoint_env, members) if found[1] is not None]
+        if not found:
+            return {}, None, False
+        record, record_path, _ = found[0]
+        for other, other_path, _ in found[1:]:
+            if other != record:
+                raise ConfigError(
+                    f"the ensemble's members were trained with different env settings: "
+                    f"{record_path} records {record}, {other_path} records {other}"
+                )
+        return record, record_path, any(reads for _, _, reads in found)
     if not isinstance(policy, Mapping) or policy.get("_target_") != CHECKPOINT_LOADER:
         return {}, None, False
     path = policy.get("path")
@@ -71,6 +97,12 @@ def cameras_read(policy: Mapping[str, Any] | None) -> tuple[str, ...] | None:
     is reported when the policy loads)."""
     from simroll.policies.checkpoint import CONFIG_FILE, resolve_checkpoint
 
+    members = ensemble_members(policy)
+    if members is not None:  # an ensemble reads what any member reads
+        read = [cameras_read(member) for member in members]
+        if not read or any(cameras is None for cameras in read):
+            return None
+        return tuple(camera for camera in CAMERAS if any(camera in r for r in read))
     if not isinstance(policy, Mapping) or policy.get("_target_") != CHECKPOINT_LOADER:
         return None
     path = policy.get("path")

@@ -36,3 +36,16 @@ def test_only_the_cameras_the_checkpoint_reads_are_rendered(tmp_path):
     assert only_cameras_read(full, {"_target_": "simroll.experts.SoftExpert"}) == full
     state = EnvConfig(obs_mode="state")
     assert only_cameras_read(state, loader(checkpoint)) == state
+
+
+def test_an_ensemble_renders_the_cameras_any_member_reads(tmp_path):
+    full = EnvConfig(obs_mode="full", image_size=64)
+    wrist = loader(wrist_only_checkpoint(tmp_path / "wrist_vla"))
+    ensemble = {"_target_": "simroll.policies.ensemble.ensemble_policy"}
+    assert only_cameras_read(full, {**ensemble, "members": [wrist, wrist]}).kwargs == {
+        "cameras": ("wrist",)
+    }
+    assert only_cameras_read(full, {**ensemble, "members": [wrist, loader(VLA)]}) == full
+    # a member whose cameras are unknown (no checkpoint): every camera
+    expert = {"_target_": "simroll.experts.SoftExpert"}
+    assert only_cameras_read(full, {**ensemble, "members": [wrist, expert]}) == full

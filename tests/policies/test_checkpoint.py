@@ -28,7 +28,14 @@ from simroll.policies.checkpoint import (
 from simroll.policies.lerobot import load_policy
 
 POLICIES = Path(__file__).resolve().parents[2] / "policies"
-SHIPPED = ("act_soft_lift", "diffusion_soft_lift", "vla_soft", "wam_soft", "wam_rift_soft")
+SHIPPED = (
+    "act_soft_lift",
+    "diffusion_soft_lift",
+    "vla_soft",
+    "wam_soft",
+    "wam_rift_soft",
+    *(f"vla_soft_ensemble/member_{index}" for index in range(3)),
+)
 PREPROCESSOR = "policy_preprocessor.json"
 
 

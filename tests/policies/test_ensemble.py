@@ -97,3 +97,29 @@ def test_the_shipped_config_names_three_loadable_members():
     assert members[1].path == "elsewhere/ckpt" and members[0].path == "policies/vla_soft"
     factory = instantiate(config.policy)
     assert factory.func is ensemble_policy and len(factory.keywords["members"]) == 3
+
+
+def test_the_shipped_ensemble_config_loads_the_shipped_members_at_half_noise():
+    """configs/policy/vla_soft_ensemble.yaml: three members shipped under
+    policies/vla_soft_ensemble, distinct weights, each sampling at noise_scale 0.5 (stored in its
+    config.json, as the card says)."""
+    import json
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+
+    from simroll.cli import schema  # noqa: F401 - the typed eval config
+    from simroll.cli.eval import CONFIG_DIR
+
+    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
+        config = compose("eval", overrides=["policy=vla_soft_ensemble"])
+    root = Path(__file__).resolve().parents[2]
+    members = config.policy.members
+    paths = [root / m.path for m in members]
+    assert [p.relative_to(root / "policies").as_posix() for p in paths] == [
+        f"vla_soft_ensemble/member_{i}" for i in range(3)
+    ]
+    assert [m.noise_seed for m in members] == [0, 1, 2]
+    assert all(json.loads((p / "config.json").read_text())["noise_scale"] == 0.5 for p in paths)
+    weights = {(p / "model.safetensors").read_bytes() for p in paths}
+    assert len(weights) == 3

@@ -233,3 +233,60 @@ def test_the_card_states_a_learning_rate_schedule_that_lerobot_fitted_to_the_ste
     ]
     assert script.lr_schedule_line(None) == []  # a run from before the record
     assert script.lr_schedule_line({"type": "DiffuserSchedulerConfig", "steps": 5}) == []
+
+
+def _ship(*args):
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "ship_policy.py"), *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+
+
+@pytest.mark.slow
+def test_an_ensemble_card_lists_its_members_and_the_ensembles_results(tmp_path):
+    """--ensemble-config: the card names each member shipped under the folder (size, noise
+    seed, its own card) and the ensemble's results against the expert; a member's card points at
+    the ensemble's; a member not shipped under the folder is refused, naming it."""
+    import shutil
+
+    import yaml
+
+    target = ROOT / "policies" / "_test_ensemble"
+    shutil.rmtree(target, ignore_errors=True)
+    members = []
+    try:
+        for index in range(2):
+            member = target / f"member_{index}"
+            member.mkdir(parents=True)
+            (member / "config.json").write_text(json.dumps({"type": "simvla"}))
+            (member / "model.safetensors").write_bytes(b"w" * 1000)
+            (member / "card.md").write_text("# member\n")
+            members.append({"path": f"policies/_test_ensemble/member_{index}", "noise_seed": index})
+        config = tmp_path / "ens.yaml"
+        config.write_text(yaml.safe_dump({"weights": None, "members": members}))
+        mine = _eval_run(tmp_path / "mine", {"SoftLift": (0.94, 0.93), "SoftPlace": (0.92, 0.88)})
+        expert = _eval_run(tmp_path / "expert", {"SoftLift": (1.0, 1.0), "SoftPlace": (1.0, 1.0)})
+        result = _ship(
+            "--name", "_test_ensemble", "--ensemble-config", str(config),
+            "--eval-run", str(mine), "--eval-run", str(expert),
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        card = (target / "card.md").read_text()
+        assert "an ensemble of 2 checkpoints" in card and "mean of their actions" in card
+        assert "| 1 | `policies/_test_ensemble/member_1` | simvla | 0.0 MB | 1 |" in card
+        assert "[card](member_0/card.md)" in card
+        assert "| SoftPlace | 0.92 [0.86, 0.95] | 1.00 | 0.92 | 0.86 | 0.96 |" in card
+
+        members.append({"path": "policies/vla_soft", "noise_seed": 2})
+        config.write_text(yaml.safe_dump({"members": members}))
+        refused = _ship("--name", "_test_ensemble", "--ensemble-config", str(config))
+        assert refused.returncode != 0 and "member 2: policies/vla_soft" in refused.stderr
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
+
+
+def test_a_members_card_points_at_the_ensemble():
+    lines = script.results_section([], member_of="ens")
+    assert lines[0] == "## Closed-loop results" and "`policies/ens/card.md`" in lines[2]
