@@ -12,12 +12,16 @@ opens only when two of them open it. Members draw their sampling noise from torc
 order given, so a seeded episode stays reproducible. Network evaluations add up over the members.
 
 :func:`ensemble_policy` is the Hydra target (``_partial_: true``) whose ``members`` are policy
-configs Hydra instantiates into factories (``configs/policy/vla_ensemble.yaml``).
+configs Hydra instantiates into factories (``configs/policy/vla_ensemble.yaml``); its
+``overrides`` apply to every member, so an acceleration knob (``configs/accel/``) accelerates the
+whole ensemble.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import functools
+import inspect
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -81,12 +85,34 @@ class EnsemblePolicy:
         return (self.weights @ actions).astype(np.float32)
 
 
+def with_overrides(member: Callable[[Any], Any], overrides: Mapping[str, Any]) -> functools.partial:
+    """``member``, a policy factory from a ``_partial_`` config with an ``overrides`` argument
+    (``load_policy``), with ``overrides`` merged over its own (ValueError naming it otherwise)."""
+    if (
+        not isinstance(member, functools.partial)
+        or "overrides" not in inspect.signature(member.func).parameters
+    ):
+        raise ValueError(
+            f"ensemble overrides {dict(overrides)} need members whose factory takes overrides "
+            f"(e.g. simroll.policies.lerobot.load_policy), got {member!r}"
+        )
+    own = member.keywords.get("overrides") or {}
+    return functools.partial(
+        member.func, *member.args, **{**member.keywords, "overrides": {**own, **overrides}}
+    )
+
+
 def ensemble_policy(
     env: Any,
     members: Sequence[Callable[[Any], Any]],
     weights: Sequence[float] | None = None,
     combine: str = "mean",
+    overrides: Mapping[str, Any] | None = None,
 ) -> EnsemblePolicy:
     """``EnsemblePolicy([member(env) for member in members], weights, combine)``: the factory a
-    config names (each member a policy factory, e.g. an instantiated ``_partial_`` config)."""
+    config names (each member a policy factory, e.g. an instantiated ``_partial_`` config).
+    ``overrides`` (inference settings such as an acceleration knob's ``num_flow_steps``) apply to
+    every member, over its own."""
+    if overrides:
+        members = [with_overrides(member, overrides) for member in members]
     return EnsemblePolicy([member(env) for member in members], weights, combine)

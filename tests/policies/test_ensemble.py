@@ -123,3 +123,26 @@ def test_the_shipped_ensemble_config_loads_the_shipped_members_at_half_noise():
     assert all(json.loads((p / "config.json").read_text())["noise_scale"] == 0.5 for p in paths)
     weights = {(p / "model.safetensors").read_bytes() for p in paths}
     assert len(weights) == 3
+
+
+def test_ensemble_overrides_reach_every_member_over_its_own():
+    """An acceleration knob on an ensemble (``overrides``) is merged into each member's
+    ``load_policy`` overrides; a member whose factory takes none is refused, naming it."""
+    import functools
+
+    from simroll.policies.ensemble import with_overrides
+
+    def factory(env, path, overrides=None):
+        return Constant(float(len(overrides or {})))
+
+    member = functools.partial(factory, path="a", overrides={"noise_scale": 0.5, "x": 1})
+    merged = with_overrides(member, {"num_flow_steps": 2, "x": 2})
+    assert merged.keywords == {
+        "path": "a",
+        "overrides": {"noise_scale": 0.5, "x": 2, "num_flow_steps": 2},
+    }
+    assert member.keywords["overrides"] == {"noise_scale": 0.5, "x": 1}  # left as it was
+    policy = ensemble_policy(None, [member, member], overrides={"num_flow_steps": 2})
+    assert policy.select_action(None)[0] == 3.0
+    with pytest.raises(ValueError, match="need members whose factory takes overrides"):
+        ensemble_policy(None, [member, lambda env: Constant(0.0)], overrides={"n": 1})
