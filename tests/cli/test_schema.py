@@ -23,6 +23,7 @@ CONFIGS = {
     "certify_diffusion": "certify",
     "certify_diffusion_noise": "certify",
     "certify_vla": "certify",
+    "certify_vla_ensemble": "certify",
     "certify_wam": "certify",
     "train": "train",
     "roundtrip": "roundtrip",
