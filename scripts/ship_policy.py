@@ -236,11 +236,12 @@ def results_section(eval_runs: list[Path], member_of: str = "") -> list[str]:
             f"Measured as a member of the ensemble `{member_of}`: see its card "
             f"(`policies/{member_of}/card.md`).\n",
         ]
-    lines = ["## Closed-loop results", "", *[eval_section(run) + "\n" for run in eval_runs]]
+    lines = ["## Closed-loop results", "", *[eval_section(run) + "\n" for run in eval_runs[:2]]]
     if len(eval_runs) > 1:
         mine, expert = eval_runs[0], eval_runs[1]
         ratios = per_task(mine, expert) if len(task_rows(mine)) > 1 else comparison(mine, expert)
-        lines.append(ratios + "\n")
+        lines += [f"`{mine.name}` against `{expert.name}` (same specs):", "", ratios + "\n"]
+    lines += [eval_section(run) + "\n" for run in eval_runs[2:]]
     return lines
 
 

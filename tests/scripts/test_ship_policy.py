@@ -50,6 +50,16 @@ def test_per_task_table_states_the_goal_ratios(tmp_path):
     assert table[3] == "| SoftPlace | 0.50 [0.44, 0.53] | 0.80 | 0.62 | 0.55 | 0.00 |"
 
 
+def test_goal_ratios_follow_the_two_runs_they_compare(tmp_path):
+    mine = _eval_run(tmp_path / "mine", {"SoftLift": (0.96, 0.77), "SoftPlace": (0.5, 0.0)})
+    expert = _eval_run(tmp_path / "expert", {"SoftLift": (1.0, 1.0), "SoftPlace": (0.8, 0.8)})
+    fresh = _eval_run(tmp_path / "fresh", {"SoftLift": (0.9, 0.9), "SoftPlace": (0.7, 0.7)})
+    text = "\n".join(script.results_section([mine, expert, fresh]))
+    ratios = text.index("`mine` against `expert` (same specs):")
+    assert text.index("### `expert`") < ratios < text.index("### `fresh`")
+    assert text.index("| SoftLift | 0.96 [0.90, 0.99] | 1.00 | 0.96 |") > ratios
+
+
 def test_dagger_section_lists_every_round(tmp_path):
     run = tmp_path / "dagger"
     run.mkdir()
