@@ -226,9 +226,10 @@ INFERENCE_LINE = "- inference settings changed from training's "
 
 
 def results_section(eval_runs: list[Path], member_of: str = "") -> list[str]:
-    """The card's closed-loop results: each eval run's table, then (with a second run, the
-    expert on the same specs) the TSR ratios; for a member of a shipped ensemble, a pointer to
-    the ensemble's card, whose results are measured with every member acting."""
+    """The card's closed-loop results: the first eval run's table, then (with a second run, the
+    expert on the same specs) its table and the TSR ratios between the two, then any further
+    runs' tables; for a member of a shipped ensemble, a pointer to the ensemble's card, whose
+    results are measured with every member acting."""
     if member_of:
         return [
             "## Closed-loop results",
@@ -239,8 +240,11 @@ def results_section(eval_runs: list[Path], member_of: str = "") -> list[str]:
     lines = ["## Closed-loop results", "", *[eval_section(run) + "\n" for run in eval_runs[:2]]]
     if len(eval_runs) > 1:
         mine, expert = eval_runs[0], eval_runs[1]
-        ratios = per_task(mine, expert) if len(task_rows(mine)) > 1 else comparison(mine, expert)
-        lines += [f"`{mine.name}` against `{expert.name}` (same specs):", "", ratios + "\n"]
+        if len(task_rows(mine)) > 1:
+            heading = f"`{mine.name}` against `{expert.name}` (same specs):"
+            lines += [heading, "", per_task(mine, expert) + "\n"]
+        else:  # one sentence that names both runs
+            lines.append(comparison(mine, expert) + "\n")
     lines += [eval_section(run) + "\n" for run in eval_runs[2:]]
     return lines
 
