@@ -419,6 +419,37 @@ def test_ignored_state_entries_cannot_change_the_action_chunk():
         SimVLAConfig(ignored_state=["grip_force"], **TINY_VLA)
 
 
+def test_images_of_another_size_than_trained_are_refused_naming_both_sizes():
+    """lerobot-eval's default 96 px env against a 64 px checkpoint: a clear error, not a
+    reshape failure deep in the patch stem."""
+    from lerobot.configs import FeatureType, PolicyFeature
+
+    from simroll.policies.vla import SimVLAConfig, SimVLAPolicy
+
+    config = SimVLAConfig(
+        input_features={
+            "observation.images.scene": PolicyFeature(FeatureType.VISUAL, (3, 64, 64)),
+            "observation.state": PolicyFeature(FeatureType.STATE, (12,)),
+        },
+        output_features={"action": PolicyFeature(FeatureType.ACTION, (5,))},
+        **TINY_VLA,
+    )
+    policy = SimVLAPolicy(config)
+    noise = torch.randn(1, config.chunk_size, 5)
+
+    def chunk(side):
+        batch = {
+            "observation.images.scene": torch.rand(1, 3, side, side),
+            "observation.state": torch.randn(1, 12),
+            "task": ["lift"],
+        }
+        return policy.predict_action_chunk(batch, noise)
+
+    assert chunk(64).shape == (1, config.chunk_size, 5)
+    with pytest.raises(ValueError, match=r"96x96 pixels.*reads 64x64.*env.image_size=64"):
+        chunk(96)
+
+
 def test_the_following_error_is_one_token_that_changes_the_chunk():
     """A dataset's ``observation.following_error`` (the commands' lead over the measured pose) is
     one context token, scaled by fixed per-entry scales rather than dataset statistics (the

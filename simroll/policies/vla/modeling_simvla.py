@@ -191,7 +191,8 @@ class SimVLAModel(nn.Module):
         self.tokenizer = WordTokenizer(config.vocabulary, config.max_instruction_tokens)
 
         if self.camera_keys:
-            side = config.image_features[self.camera_keys[0]].shape[1] // config.patch_size
+            self.image_hw = tuple(config.image_features[self.camera_keys[0]].shape[1:])
+            side = self.image_hw[0] // config.patch_size
             self.patches_per_camera = side * side
             self.stem = patch_stem(config.patch_size, config.stem_channels, dim)
             self.camera_position = nn.Parameter(
@@ -257,6 +258,14 @@ class SimVLAModel(nn.Module):
         """(B, cameras * kept, dim): each camera's patch tokens, pruned to the
         ``keep_visual_tokens`` most salient (largest stem-feature norm) when that is set."""
         images = torch.stack([batch[key] for key in self.camera_keys], dim=1)
+        if tuple(images.shape[-2:]) != self.image_hw:
+            height, width = images.shape[-2:]
+            raise ValueError(
+                f"SimVLA: camera images are {height}x{width} pixels, but this checkpoint reads "
+                f"{self.image_hw[0]}x{self.image_hw[1]} ({self.camera_keys[0]}); evaluate it at "
+                f"that size (simroll: env.image_size={self.image_hw[0]}; lerobot-eval: "
+                f"--env.image_size={self.image_hw[0]})"
+            )
         batch_size, cameras = images.shape[:2]
         features = self.stem(images.flatten(0, 1) * 2.0 - 1.0)  # [0, 1] pixels -> [-1, 1]
         features = features.flatten(2).transpose(1, 2)  # (B * cameras, patches, dim)
